@@ -1,0 +1,14 @@
+/*
+ * One-line diagnostics on stderr, prefixed with the component, so that a
+ * user sees which part of ferry speaks ("ferry: ...", "ferry-server: ...").
+ */
+#ifndef FERRY_LOG_H
+#define FERRY_LOG_H
+
+void ferry_log_set_prefix(const char *prefix);
+void ferry_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* FERRY_DEBUG=1 enables these */
+void ferry_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int ferry_debug_enabled(void);
+
+#endif

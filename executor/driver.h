@@ -1,0 +1,107 @@
+/*
+ * The CUDA driver functions the executor uses, as one ops table. Two
+ * implementations fill it: driver_cuda.c loads the real libcuda.so.1 with
+ * dlopen, and sim/ implements the same functions on the CPU for CI. The
+ * executor only ever calls through this table.
+ *
+ *   X(member, "exported symbol", (parameters))   all return CUresult
+ */
+#ifndef FERRY_DRIVER_H
+#define FERRY_DRIVER_H
+
+#include <cuda.h>
+
+#define FERRY_DRIVER_FUNCS(X)                                                                  \
+  X(Init, "cuInit", (unsigned int flags))                                                      \
+  X(DriverGetVersion, "cuDriverGetVersion", (int *version))                                   \
+  X(DeviceGetCount, "cuDeviceGetCount", (int *count))                                         \
+  X(DeviceGet, "cuDeviceGet", (CUdevice * dev, int ordinal))                                  \
+  X(DeviceGetName, "cuDeviceGetName", (char *name, int len, CUdevice dev))                    \
+  X(DeviceGetUuid, "cuDeviceGetUuid_v2", (CUuuid * uuid, CUdevice dev))                       \
+  X(DeviceTotalMem, "cuDeviceTotalMem_v2", (size_t * bytes, CUdevice dev))                    \
+  X(DeviceGetAttribute, "cuDeviceGetAttribute", (int *pi, CUdevice_attribute attrib, CUdevice dev)) \
+  X(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext * ctx, CUdevice dev))      \
+  X(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", (CUdevice dev))                  \
+  X(DevicePrimaryCtxReset, "cuDevicePrimaryCtxReset_v2", (CUdevice dev))                      \
+  X(DevicePrimaryCtxSetFlags, "cuDevicePrimaryCtxSetFlags_v2", (CUdevice dev, unsigned int flags)) \
+  X(CtxSetCurrent, "cuCtxSetCurrent", (CUcontext ctx))                                        \
+  X(CtxSynchronize, "cuCtxSynchronize", (void))                                               \
+  X(CtxSetLimit, "cuCtxSetLimit", (CUlimit limit, size_t value))                              \
+  X(CtxGetLimit, "cuCtxGetLimit", (size_t * value, CUlimit limit))                            \
+  X(CtxSetCacheConfig, "cuCtxSetCacheConfig", (CUfunc_cache config))                          \
+  X(CtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange", (int *least, int *greatest))    \
+  X(MemGetInfo, "cuMemGetInfo_v2", (size_t * free_bytes, size_t * total_bytes))               \
+  X(MemGetAllocationGranularity, "cuMemGetAllocationGranularity",                             \
+    (size_t * granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option)) \
+  X(MemAddressReserve, "cuMemAddressReserve",                                                 \
+    (CUdeviceptr * ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags)) \
+  X(MemAddressFree, "cuMemAddressFree", (CUdeviceptr ptr, size_t size))                       \
+  X(MemCreate, "cuMemCreate",                                                                 \
+    (CUmemGenericAllocationHandle * handle, size_t size, const CUmemAllocationProp *prop,      \
+     unsigned long long flags))                                                               \
+  X(MemRelease, "cuMemRelease", (CUmemGenericAllocationHandle handle))                        \
+  X(MemMap, "cuMemMap",                                                                       \
+    (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,         \
+     unsigned long long flags))                                                               \
+  X(MemUnmap, "cuMemUnmap", (CUdeviceptr ptr, size_t size))                                   \
+  X(MemSetAccess, "cuMemSetAccess",                                                           \
+    (CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count))                \
+  X(MemHostAlloc, "cuMemHostAlloc", (void **pp, size_t bytesize, unsigned int flags))         \
+  X(MemFreeHost, "cuMemFreeHost", (void *p))                                                  \
+  X(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2",                                                  \
+    (CUdeviceptr dst, const void *src, size_t bytes, CUstream stream))                        \
+  X(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2",                                                  \
+    (void *dst, CUdeviceptr src, size_t bytes, CUstream stream))                              \
+  X(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2",                                                  \
+    (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream))                        \
+  X(Memcpy2DAsync, "cuMemcpy2DAsync_v2", (const CUDA_MEMCPY2D *copy, CUstream stream))        \
+  X(MemsetD8Async, "cuMemsetD8Async", (CUdeviceptr dst, unsigned char value, size_t n, CUstream stream)) \
+  X(MemsetD2D8Async, "cuMemsetD2D8Async",                                                     \
+    (CUdeviceptr dst, size_t pitch, unsigned char value, size_t width, size_t height, CUstream stream)) \
+  X(ModuleLoadData, "cuModuleLoadData", (CUmodule * module, const void *image))               \
+  X(ModuleUnload, "cuModuleUnload", (CUmodule module))                                        \
+  X(ModuleGetFunction, "cuModuleGetFunction", (CUfunction * fn, CUmodule module, const char *name)) \
+  X(ModuleGetGlobal, "cuModuleGetGlobal_v2",                                                  \
+    (CUdeviceptr * dptr, size_t * bytes, CUmodule module, const char *name))                  \
+  X(FuncGetParamInfo, "cuFuncGetParamInfo",                                                   \
+    (CUfunction fn, size_t index, size_t * offset, size_t * size))                            \
+  X(FuncGetAttribute, "cuFuncGetAttribute", (int *pi, CUfunction_attribute attrib, CUfunction fn)) \
+  X(FuncSetAttribute, "cuFuncSetAttribute", (CUfunction fn, CUfunction_attribute attrib, int value)) \
+  X(FuncSetCacheConfig, "cuFuncSetCacheConfig", (CUfunction fn, CUfunc_cache config))         \
+  X(LaunchKernel, "cuLaunchKernel",                                                           \
+    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,         \
+     unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params,     \
+     void **extra))                                                                           \
+  X(OccupancyMaxActiveBlocksPerMultiprocessorWithFlags,                                       \
+    "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",                                   \
+    (int *blocks, CUfunction fn, int block_size, size_t dynamic_smem, unsigned int flags))    \
+  X(StreamCreateWithPriority, "cuStreamCreateWithPriority",                                   \
+    (CUstream * stream, unsigned int flags, int priority))                                    \
+  X(StreamDestroy, "cuStreamDestroy_v2", (CUstream stream))                                   \
+  X(StreamSynchronize, "cuStreamSynchronize", (CUstream stream))                              \
+  X(StreamQuery, "cuStreamQuery", (CUstream stream))                                          \
+  X(StreamWaitEvent, "cuStreamWaitEvent", (CUstream stream, CUevent event, unsigned int flags)) \
+  X(EventCreate, "cuEventCreate", (CUevent * event, unsigned int flags))                      \
+  X(EventDestroy, "cuEventDestroy_v2", (CUevent event))                                       \
+  X(EventRecord, "cuEventRecord", (CUevent event, CUstream stream))                           \
+  X(EventSynchronize, "cuEventSynchronize", (CUevent event))                                  \
+  X(EventQuery, "cuEventQuery", (CUevent event))                                              \
+  X(EventElapsedTime, "cuEventElapsedTime_v2", (float *ms, CUevent start, CUevent end))       \
+  X(ProfilerStart, "cuProfilerStart", (void))                                                 \
+  X(ProfilerStop, "cuProfilerStop", (void))
+
+struct ferry_driver {
+  const char *name; /* "cuda" or "sim" */
+#define FERRY_DRIVER_MEMBER(member, symbol, params) CUresult(*member) params;
+  FERRY_DRIVER_FUNCS(FERRY_DRIVER_MEMBER)
+#undef FERRY_DRIVER_MEMBER
+};
+
+/* the real driver; NULL with a reason when libcuda.so.1 or a symbol is missing */
+const struct ferry_driver *ferry_driver_cuda(char *err, size_t errlen);
+
+/* the CPU simulation; twins_path names a shared object with CPU twins of the
+   test kernels (may be NULL: launches then fail with CUDA_ERROR_NOT_FOUND) */
+const struct ferry_driver *ferry_driver_sim(const char *twins_path, char *err, size_t errlen);
+
+#endif

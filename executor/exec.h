@@ -1,0 +1,69 @@
+/*
+ * The executor runs decoded calls against a CUDA driver (real or simulated).
+ * It is shared by ferry-server, and later by ferry-mhelper and the shim's
+ * local mode, so it knows nothing about sockets: bulk bytes come and go
+ * through small callback structs.
+ */
+#ifndef FERRY_EXEC_H
+#define FERRY_EXEC_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "driver.h"
+#include "protocol/wire.h"
+
+/* BULK_IN: the executor pulls exactly `len` bytes, in chunks of its choosing */
+struct ferry_bulk_in {
+  uint64_t len;
+  int (*read)(void *ctx, void *dst, size_t n); /* 0, or -1: the connection broke */
+  void *ctx;
+};
+
+/* BULK_OUT: begin() once with the total, then write() chunks adding up to it.
+   If begin() was never called the reply carries no bulk bytes. */
+struct ferry_bulk_out {
+  int (*begin)(void *ctx, uint64_t len);
+  int (*write)(void *ctx, const void *p, size_t n);
+  void *ctx;
+};
+
+/* data of finished memcpy_dtoh_async calls, handed over by ferry_exec_flush */
+typedef int (*ferry_deferred_fn)(void *ctx, uint64_t token, const void *p, size_t n);
+
+struct ferry_io {
+  struct ferry_bulk_in *in;   /* set for BULK_IN calls */
+  struct ferry_bulk_out *out; /* set for BULK_OUT calls */
+};
+
+struct ferry_exec;
+
+/* Retains the primary context of `gpu` and reserves [arena_base,
+   arena_base + arena_size) at exactly that address. NULL with a reason
+   (GPU index out of range, address taken, ...). */
+struct ferry_exec *ferry_exec_open(const struct ferry_driver *drv, unsigned gpu,
+                                   uint64_t arena_base, uint64_t arena_size, char *err,
+                                   size_t errlen);
+/* frees every mapping, module, stream and event the session held */
+void ferry_exec_close(struct ferry_exec *ex);
+
+/* device facts for the hello reply */
+int ferry_exec_describe(struct ferry_exec *ex, struct ferry_hello_rets *r, char *name_buf,
+                        size_t name_len, int32_t *attrs, unsigned nattrs, uint8_t uuid[16]);
+
+/* Runs one call. Returns a cudaError_t. The errors of ASYNC calls are also
+   latched, first one wins, until ferry_exec_take_async_error reads them. */
+int ferry_exec_call(struct ferry_exec *ex, unsigned call, const void *args, void *rets,
+                    struct ferry_io *io);
+int ferry_exec_take_async_error(struct ferry_exec *ex);
+
+/* hands finished deferred copies to fn; the server calls it before each reply */
+int ferry_exec_flush_deferred(struct ferry_exec *ex, ferry_deferred_fn fn, void *ctx);
+
+/* CUresult -> cudaError_t */
+int ferry_cuda_error_from_cu(int cu_result);
+
+/* the number of device attributes carried in hello (CUdevice_attribute 1..N-1) */
+#define FERRY_NATTRS 160
+
+#endif

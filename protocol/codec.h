@@ -1,0 +1,42 @@
+/*
+ * msgpack encoding and decoding of every call's ARGS and RETS, generated
+ * from calls.def. Decoding never trusts the peer: a wrong field count or
+ * type is an error with a reason, never a crash. Decoded str and blob
+ * fields point into the body buffer (zero copy), so the body must outlive
+ * the decoded struct.
+ */
+#ifndef FERRY_CODEC_H
+#define FERRY_CODEC_H
+
+#include <msgpack.h>
+#include "wire.h"
+
+/* growable byte buffer used for outgoing bodies */
+struct ferry_buf {
+  char *data;
+  size_t len, cap;
+};
+int ferry_buf_reserve(struct ferry_buf *b, size_t extra);
+int ferry_buf_append(struct ferry_buf *b, const void *p, size_t n);
+void ferry_buf_free(struct ferry_buf *b);
+
+/* append the msgpack encoding; returns 0, or -1 when out of memory */
+int ferry_encode_args(unsigned call, const void *args, struct ferry_buf *out);
+int ferry_encode_rets(unsigned call, const void *rets, struct ferry_buf *out);
+
+/* a decoder owns a reusable msgpack zone */
+struct ferry_decoder {
+  msgpack_zone zone;
+  char error[160];
+};
+void ferry_decoder_init(struct ferry_decoder *d);
+void ferry_decoder_destroy(struct ferry_decoder *d);
+/* returns 0, or -1 with d->error set */
+int ferry_decode_args(struct ferry_decoder *d, unsigned call, const void *body, size_t len, void *args);
+int ferry_decode_rets(struct ferry_decoder *d, unsigned call, const void *body, size_t len, void *rets);
+
+/* sizes of the generated structs, for callers that allocate them generically */
+extern const size_t ferry_args_size[FERRY_CALL_COUNT];
+extern const size_t ferry_rets_size[FERRY_CALL_COUNT];
+
+#endif

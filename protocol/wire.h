@@ -1,0 +1,87 @@
+/*
+ * Wire format shared by the shim, the server and the tests.
+ *
+ * Every message is a fixed 32-byte frame header, then `body_len` bytes of
+ * msgpack (the call's ARGS or RETS array), then `bulk_len` raw bytes. Bulk
+ * bytes are never copied into the msgpack body, so large copies go straight
+ * from the user's buffer to the socket. A reply that carries bulk bytes ends
+ * with a 4-byte final status (the copy may fail after the header was sent).
+ */
+#ifndef FERRY_WIRE_H
+#define FERRY_WIRE_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#define FERRY_MAGIC 0x31595246u /* "FRY1" little endian */
+#define FERRY_PROTOCOL_VERSION 1u
+#define FERRY_MAX_BODY (1u << 20)          /* msgpack body; params are <= 32 KiB */
+#define FERRY_MAX_BULK (1ull << 40)        /* sanity bound for a single transfer */
+
+/* frame kinds above the call ids */
+enum {
+  FERRY_KIND_REPLY = 0xff00,    /* answer to the oldest SYNC request */
+  FERRY_KIND_DEFERRED = 0xff01, /* data of a finished memcpy_dtoh_async; body: [token] */
+  FERRY_KIND_OUTPUT = 0xff02,   /* device printf bytes for the app's stdout (bulk) */
+  FERRY_KIND_GOODBYE = 0xff03,  /* server ends the session; body: [reason] */
+};
+
+struct ferry_frame {
+  uint32_t magic;
+  uint16_t kind;         /* call id or FERRY_KIND_* */
+  uint16_t flags;        /* reserved, must be 0 */
+  int32_t status;        /* reply: cudaError_t of the call */
+  int32_t async_status;  /* reply: first error latched by earlier ASYNC calls */
+  uint32_t body_len;
+  uint32_t reserved;
+  uint64_t bulk_len;
+};
+_Static_assert(sizeof(struct ferry_frame) == 32, "frame header is 32 bytes");
+
+/* field types used by calls.def */
+typedef uint32_t ferry_u32;
+typedef int32_t ferry_i32;
+typedef uint64_t ferry_u64;
+typedef float ferry_f32;
+typedef const char *ferry_str; /* decoded: points into the frame, NUL-terminated */
+typedef struct { const void *ptr; uint32_t len; } ferry_blob;
+
+/* call flags */
+#define SYNC 0x1u
+#define ASYNC 0x2u
+#define RECORD 0x4u
+#define BULK_IN 0x8u
+#define BULK_OUT 0x10u
+
+enum ferry_call_id {
+#define FERRY_CALL(name, flags, args, rets) FERRY_CALL_##name,
+#include "calls.def"
+#undef FERRY_CALL
+  FERRY_CALL_COUNT
+};
+
+/* one struct per call for its arguments and one for its results */
+#define ARGS(...) __VA_ARGS__
+#define RETS(...) __VA_ARGS__
+#define F(type, field) ferry_##type field;
+#define FERRY_CALL(name, flags, args, rets) struct ferry_##name##_args { args char unused_; };
+#include "calls.def"
+#undef FERRY_CALL
+#define FERRY_CALL(name, flags, args, rets) struct ferry_##name##_rets { rets char unused_; };
+#undef ARGS
+#define ARGS(...)
+#include "calls.def"
+#undef ARGS
+#undef RETS
+#undef F
+#undef FERRY_CALL
+
+struct ferry_call_info {
+  const char *name;
+  unsigned flags;
+};
+extern const struct ferry_call_info ferry_calls[FERRY_CALL_COUNT];
+
+static inline int ferry_call_valid(unsigned id) { return id < FERRY_CALL_COUNT; }
+
+#endif

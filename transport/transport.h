@@ -1,0 +1,72 @@
+/*
+ * The transport interface: one small ops table per backend (tcp today,
+ * InfiniBand verbs later). Nothing above transport/ knows which backend a
+ * connection runs on.
+ */
+#ifndef FERRY_TRANSPORT_H
+#define FERRY_TRANSPORT_H
+
+#include <stddef.h>
+#include <sys/uio.h>
+
+#define FERRY_DEFAULT_PORT 7420
+
+/* tcp://host:port/gpu ; port and gpu are optional */
+struct ferry_url {
+  char scheme[8];
+  char host[256];
+  int port;
+  int gpu; /* -1 when the URL names none */
+};
+/* returns 0, or -1 with a reason in err */
+int ferry_url_parse(const char *text, struct ferry_url *url, char *err, size_t errlen);
+/* rCUDA form: host[@port]:gpu */
+int ferry_url_parse_rcuda(const char *text, const char *scheme, struct ferry_url *url, char *err,
+                          size_t errlen);
+void ferry_url_format(const struct ferry_url *url, char *out, size_t n);
+
+struct ferry_conn;
+struct ferry_conn_ops {
+  /* send every byte of every iovec; 0, or -1 with errno set */
+  int (*sendv)(struct ferry_conn *c, const struct iovec *iov, int iovcnt);
+  /* receive exactly n bytes; 0, or -1 with errno set (ECONNRESET on a closed peer) */
+  int (*recv_all)(struct ferry_conn *c, void *buf, size_t n);
+  /* forget the connection in this process only (the server's parent after fork) */
+  void (*detach)(struct ferry_conn *c);
+  void (*close)(struct ferry_conn *c);
+};
+struct ferry_conn {
+  const struct ferry_conn_ops *ops;
+  char peer[160]; /* for messages */
+};
+
+struct ferry_listener;
+struct ferry_listener_ops {
+  /* blocks; returns NULL with errno set (EINTR lets the caller reap children) */
+  struct ferry_conn *(*accept)(struct ferry_listener *l);
+  void (*close)(struct ferry_listener *l);
+};
+struct ferry_listener {
+  const struct ferry_listener_ops *ops;
+  int fd; /* pollable: readable when a connection waits */
+  char name[160];
+};
+
+struct ferry_transport {
+  const char *scheme;
+  struct ferry_conn *(*connect)(const struct ferry_url *url, int timeout_ms, char *err,
+                                size_t errlen);
+  struct ferry_listener *(*listen)(const struct ferry_url *url, char *err, size_t errlen);
+};
+
+/* NULL with a reason in err when the scheme is unknown or not built in */
+const struct ferry_transport *ferry_transport_find(const char *scheme, char *err, size_t errlen);
+
+static inline int ferry_sendv(struct ferry_conn *c, const struct iovec *iov, int n) {
+  return c->ops->sendv(c, iov, n);
+}
+static inline int ferry_recv_all(struct ferry_conn *c, void *buf, size_t n) {
+  return c->ops->recv_all(c, buf, n);
+}
+
+#endif
