@@ -1,0 +1,45 @@
+/*
+ * Pieces of ferry-server shared between its files: the parsed command line,
+ * the per-connection session (run in a forked child) and the capture of the
+ * child's stdout, where device printf output lands.
+ */
+#ifndef FERRY_SERVER_H
+#define FERRY_SERVER_H
+
+#include <stddef.h>
+
+#include "executor/driver.h"
+#include "transport/transport.h"
+
+#define FERRY_SERVER_MAX_GPUS 64
+
+struct server_opts {
+  const char *backend;     /* "cuda" or "sim" */
+  const char *sim_kernels; /* twins .so for the sim backend, may be NULL */
+  int gpus[FERRY_SERVER_MAX_GPUS]; /* --gpus: client GPU i runs on gpus[i] */
+  int ngpus;                       /* 0: no --gpus, client indexes are physical */
+  int quiet;
+};
+
+/* exit statuses of a session child */
+enum {
+  SESSION_OK = 0,        /* the client left or said goodbye */
+  SESSION_SETUP = 1,     /* the driver or the executor could not be opened */
+  SESSION_PROTOCOL = 2,  /* the client broke the protocol */
+  SESSION_INTERNAL = 3,  /* out of memory and the like */
+};
+
+/* loads the driver of opts->backend; NULL with a reason */
+const struct ferry_driver *server_load_driver(const struct server_opts *opts, char *err,
+                                              size_t errlen);
+
+/* serves one connection until it ends; returns a SESSION_* exit status */
+int session_run(struct ferry_conn *c, const struct server_opts *opts);
+
+/* redirects fd 1 into a pipe drained by a thread; 0 or -1 */
+int capture_start(void);
+/* flushes stdout and moves what was captured so far into *buf and *len (caller
+   frees *buf); *len is 0 when nothing was printed */
+void capture_take(char **buf, size_t *len);
+
+#endif

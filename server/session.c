@@ -1,0 +1,437 @@
+/*
+ * One client session, run in its own forked child. The child reads frames,
+ * decodes them with the generated codec, runs them through the executor and
+ * answers SYNC calls. A peer that misbehaves only ever ends its own session:
+ * every length and id coming off the wire is checked before it is used, and
+ * CUDA errors (bad handles, bad addresses) are just answers, not failures.
+ */
+#include "server.h"
+
+#include <driver_types.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "executor/exec.h"
+#include "protocol/codec.h"
+
+struct session {
+  struct ferry_conn *c;
+  const struct server_opts *opts;
+  struct ferry_exec *ex;
+  struct ferry_decoder dec;
+  struct ferry_buf out; /* reply bodies; reused, so no malloc per call */
+  char *body;           /* incoming body */
+  size_t body_cap;
+  void *args, *rets;    /* big enough for any call */
+  size_t rets_size;
+  unsigned call;        /* the call being served */
+  int broken;           /* the connection failed inside a callback */
+  char reason[256];     /* why the session ended */
+  /* bulk bookkeeping of the current call */
+  uint64_t in_left;
+  int out_begun;
+  uint64_t out_total, out_sent;
+};
+
+static void set_reason(struct session *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void set_reason(struct session *s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->reason, sizeof s->reason, fmt, ap);
+  va_end(ap);
+}
+
+/* the connection died: remember why, in the words the log wants */
+static void conn_failed(struct session *s) {
+  if (!s->broken) {
+    if (errno == ECONNRESET || errno == EPIPE)
+      set_reason(s, "client disconnected");
+    else
+      set_reason(s, "connection error: %s", strerror(errno));
+  }
+  s->broken = 1;
+}
+
+/* ---- sending ---- */
+
+static int send_frame(struct session *s, unsigned kind, int32_t status, int32_t async_status,
+                      const void *body, size_t body_len, const void *bulk, uint64_t bulk_len,
+                      uint64_t announced_bulk) {
+  struct ferry_frame h = {.magic = FERRY_MAGIC,
+                          .kind = (uint16_t)kind,
+                          .status = status,
+                          .async_status = async_status,
+                          .body_len = (uint32_t)body_len,
+                          .bulk_len = announced_bulk};
+  struct iovec iov[3] = {{&h, sizeof h}, {(void *)body, body_len}, {(void *)bulk, bulk_len}};
+  if (ferry_sendv(s->c, iov, 3)) {
+    conn_failed(s);
+    return -1;
+  }
+  return 0;
+}
+
+static int buf_write(void *data, const char *p, size_t n) {
+  return ferry_buf_append(data, p, n);
+}
+
+/* GOODBYE body: msgpack [reason]; strings travel with their NUL, like the codec's */
+static void send_goodbye(struct session *s, const char *reason) {
+  s->out.len = 0;
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &s->out, buf_write);
+  size_t n = strlen(reason) + 1;
+  if (msgpack_pack_array(&pk, 1) || msgpack_pack_str(&pk, n) ||
+      msgpack_pack_str_body(&pk, reason, n))
+    return;
+  send_frame(s, FERRY_KIND_GOODBYE, 0, 0, s->out.data, s->out.len, NULL, 0, 0);
+}
+
+/* a tiny fixed buffer for the DEFERRED body, so deferred copies cost no malloc */
+struct small_buf {
+  char data[16];
+  size_t len;
+};
+static int small_write(void *data, const char *p, size_t n) {
+  struct small_buf *b = data;
+  if (n > sizeof b->data - b->len) return -1;
+  memcpy(b->data + b->len, p, n);
+  b->len += n;
+  return 0;
+}
+
+/* DEFERRED frame: body msgpack [token], bulk the copied bytes */
+static int send_deferred(void *ctx, uint64_t token, const void *p, size_t n) {
+  struct session *s = ctx;
+  struct small_buf b = {.len = 0};
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &b, small_write);
+  if (msgpack_pack_array(&pk, 1) || msgpack_pack_uint64(&pk, token)) return -1;
+  return send_frame(s, FERRY_KIND_DEFERRED, 0, 0, b.data, b.len, p, n, n);
+}
+
+/* everything that must reach the client before a reply: finished deferred
+   copies, then device printf output */
+static int flush_pending(struct session *s) {
+  if (ferry_exec_flush_deferred(s->ex, send_deferred, s) || s->broken) {
+    if (!s->broken) conn_failed(s);
+    return -1;
+  }
+  char *out;
+  size_t len;
+  capture_take(&out, &len);
+  if (!len) return 0;
+  /* OUTPUT frames stay below FERRY_MAX_BULK trivially; split for the client's sake */
+  int r = 0;
+  for (size_t off = 0; off < len && r == 0;) {
+    size_t k = len - off > (1u << 20) ? (1u << 20) : len - off;
+    r = send_frame(s, FERRY_KIND_OUTPUT, 0, 0, NULL, 0, out + off, k, k);
+    off += k;
+  }
+  free(out);
+  return r;
+}
+
+static int encode_rets(struct session *s) {
+  s->out.len = 0;
+  if (ferry_encode_rets(s->call, s->rets, &s->out)) {
+    set_reason(s, "out of memory encoding the reply of %s", ferry_calls[s->call].name);
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- bulk callbacks handed to the executor ---- */
+
+static int bulk_in_read(void *ctx, void *dst, size_t n) {
+  struct session *s = ctx;
+  if (n > s->in_left) return -1; /* the executor asked for more than the client sent */
+  if (ferry_recv_all(s->c, dst, n)) {
+    conn_failed(s);
+    return -1;
+  }
+  s->in_left -= n;
+  return 0;
+}
+
+static int bulk_out_begin(void *ctx, uint64_t len) {
+  struct session *s = ctx;
+  if (s->out_begun || len > FERRY_MAX_BULK) return -1;
+  /* the reply header goes out now, so whatever must precede it goes first */
+  if (flush_pending(s) || encode_rets(s)) return -1;
+  s->out_begun = 1;
+  s->out_total = len;
+  s->out_sent = 0;
+  return send_frame(s, FERRY_KIND_REPLY, 0, ferry_exec_take_async_error(s->ex), s->out.data,
+                    s->out.len, NULL, 0, len);
+}
+
+static int bulk_out_write(void *ctx, const void *p, size_t n) {
+  struct session *s = ctx;
+  if (!s->out_begun || n > s->out_total - s->out_sent) return -1;
+  struct iovec iov = {(void *)p, n};
+  if (ferry_sendv(s->c, &iov, 1)) {
+    conn_failed(s);
+    return -1;
+  }
+  s->out_sent += n;
+  return 0;
+}
+
+/* skips bulk bytes the executor did not consume, to stay in step with the frame */
+static int discard_bulk(struct session *s) {
+  char sink[65536];
+  while (s->in_left) {
+    size_t k = s->in_left > sizeof sink ? sizeof sink : (size_t)s->in_left;
+    if (ferry_recv_all(s->c, sink, k)) {
+      conn_failed(s);
+      return -1;
+    }
+    s->in_left -= k;
+  }
+  return 0;
+}
+
+/* fills an announced bulk reply that the executor stopped short of */
+static int pad_bulk(struct session *s) {
+  static const char zeros[65536];
+  while (s->out_sent < s->out_total) {
+    uint64_t left = s->out_total - s->out_sent;
+    if (bulk_out_write(s, zeros, left > sizeof zeros ? sizeof zeros : (size_t)left)) return -1;
+  }
+  return 0;
+}
+
+/* ---- receiving ---- */
+
+/* reads a header; 1 when the client closed cleanly between frames */
+static int read_header(struct session *s, struct ferry_frame *h) {
+  if (ferry_recv_all(s->c, h, sizeof *h)) {
+    conn_failed(s);
+    return -1;
+  }
+  if (h->magic != FERRY_MAGIC) {
+    set_reason(s, "malformed frame: bad magic 0x%08" PRIx32 " (not a ferry client?)", h->magic);
+    return -2;
+  }
+  if (h->flags != 0) {
+    set_reason(s, "malformed frame: flags 0x%x are reserved", h->flags);
+    return -2;
+  }
+  if (h->body_len > FERRY_MAX_BODY) {
+    set_reason(s, "malformed frame: body of %" PRIu32 " bytes exceeds %u", h->body_len,
+               FERRY_MAX_BODY);
+    return -2;
+  }
+  if (h->bulk_len > FERRY_MAX_BULK) {
+    set_reason(s, "malformed frame: bulk of %" PRIu64 " bytes exceeds the limit", h->bulk_len);
+    return -2;
+  }
+  if (!ferry_call_valid(h->kind)) {
+    if (h->kind >= FERRY_KIND_REPLY)
+      set_reason(s, "malformed frame: kind 0x%x is a server frame", h->kind);
+    else
+      set_reason(s, "unknown call id %u", h->kind);
+    return -2;
+  }
+  if (h->bulk_len && !(ferry_calls[h->kind].flags & BULK_IN)) {
+    set_reason(s, "malformed frame: %s carries %" PRIu64 " bulk bytes it does not take",
+               ferry_calls[h->kind].name, h->bulk_len);
+    return -2;
+  }
+  return 0;
+}
+
+/* reads and decodes the body into s->args; -1 broken, -2 protocol */
+static int read_body(struct session *s, const struct ferry_frame *h) {
+  if (h->body_len > s->body_cap) {
+    size_t cap = s->body_cap ? s->body_cap : 4096;
+    while (cap < h->body_len) cap *= 2;
+    char *p = realloc(s->body, cap);
+    if (!p) {
+      set_reason(s, "out of memory for a %" PRIu32 " byte body", h->body_len);
+      return -2;
+    }
+    s->body = p;
+    s->body_cap = cap;
+  }
+  if (ferry_recv_all(s->c, s->body, h->body_len)) {
+    conn_failed(s);
+    return -1;
+  }
+  if (ferry_decode_args(&s->dec, h->kind, s->body, h->body_len, s->args)) {
+    set_reason(s, "malformed frame: %s", s->dec.error);
+    return -2;
+  }
+  return 0;
+}
+
+/* ---- hello ---- */
+
+static int open_session(struct session *s) {
+  struct ferry_frame h;
+  int r = read_header(s, &h);
+  if (r == -1) return SESSION_OK;
+  if (r == 0 && h.kind != FERRY_CALL_hello) {
+    set_reason(s, "protocol violation: first frame is %s, not hello", ferry_calls[h.kind].name);
+    r = -2;
+  }
+  if (r == 0) r = read_body(s, &h);
+  if (r == -1) return SESSION_OK;
+  if (r == -2) {
+    send_goodbye(s, s->reason);
+    return SESSION_PROTOCOL;
+  }
+  s->call = FERRY_CALL_hello;
+  const struct ferry_hello_args *a = s->args;
+  struct ferry_hello_rets *rets = s->rets;
+  memset(rets, 0, s->rets_size);
+
+  int status = 0;
+  const struct ferry_driver *drv = NULL;
+  unsigned gpu = a->gpu;
+  char err[256] = "";
+  if (a->version != FERRY_PROTOCOL_VERSION) {
+    status = cudaErrorInsufficientDriver;
+    snprintf(err, sizeof err, "protocol version mismatch: client speaks %" PRIu32
+             ", this server speaks %u (update ferry on one side)", a->version,
+             FERRY_PROTOCOL_VERSION);
+  } else if (s->opts->ngpus && a->gpu >= (unsigned)s->opts->ngpus) {
+    status = cudaErrorInvalidDevice;
+    snprintf(err, sizeof err, "GPU %" PRIu32 " is out of range: this server offers %d GPU%s",
+             a->gpu, s->opts->ngpus, s->opts->ngpus == 1 ? "" : "s");
+  } else {
+    if (s->opts->ngpus) gpu = (unsigned)s->opts->gpus[a->gpu];
+    drv = server_load_driver(s->opts, err, sizeof err);
+    int count = 0;
+    if (!drv) {
+      status = cudaErrorNoDevice;
+    } else if (drv->Init(0) != CUDA_SUCCESS || drv->DeviceGetCount(&count) != CUDA_SUCCESS) {
+      status = cudaErrorNoDevice;
+      snprintf(err, sizeof err, "the %s driver failed to initialise", drv->name);
+    } else if (gpu >= (unsigned)count) {
+      status = cudaErrorInvalidDevice;
+      snprintf(err, sizeof err, "GPU %" PRIu32 " is out of range: this server has %d GPU%s",
+               a->gpu, count, count == 1 ? "" : "s");
+    } else {
+      s->ex = ferry_exec_open(drv, gpu, a->arena_base, a->arena_size, err, sizeof err);
+      if (!s->ex) status = cudaErrorNoDevice;
+    }
+  }
+
+  static char name[256];
+  static int32_t attrs[FERRY_NATTRS];
+  static uint8_t uuid[16];
+  if (s->ex && ferry_exec_describe(s->ex, rets, name, sizeof name, attrs, FERRY_NATTRS, uuid)) {
+    status = cudaErrorNoDevice;
+    snprintf(err, sizeof err, "cannot read the properties of GPU %u", gpu);
+  }
+  if (status) memset(rets, 0, s->rets_size);
+  if (encode_rets(s)) return SESSION_INTERNAL;
+  if (send_frame(s, FERRY_KIND_REPLY, status, 0, s->out.data, s->out.len, NULL, 0, 0))
+    return SESSION_OK;
+  if (status) {
+    send_goodbye(s, err);
+    set_reason(s, "hello refused: %s", err);
+    return SESSION_SETUP;
+  }
+  if (!s->opts->quiet) {
+    if (s->opts->ngpus)
+      ferry_log("session from %s: client pid %" PRIu32 " on GPU %" PRIu32 " (physical %u, %s)",
+                s->c->peer, a->client_pid, a->gpu, gpu, rets->name ? rets->name : "?");
+    else
+      ferry_log("session from %s: client pid %" PRIu32 " on GPU %u (%s)", s->c->peer,
+                a->client_pid, gpu, rets->name ? rets->name : "?");
+  }
+  return -1; /* keep going */
+}
+
+/* ---- the call loop ---- */
+
+static int serve_one(struct session *s, const struct ferry_frame *h) {
+  unsigned flags = ferry_calls[h->kind].flags;
+  s->call = h->kind;
+  struct ferry_bulk_in in = {.len = h->bulk_len, .read = bulk_in_read, .ctx = s};
+  struct ferry_bulk_out out = {.begin = bulk_out_begin, .write = bulk_out_write, .ctx = s};
+  struct ferry_io io = {.in = (flags & BULK_IN) ? &in : NULL,
+                        .out = (flags & BULK_OUT) ? &out : NULL};
+  s->in_left = h->bulk_len;
+  s->out_begun = 0;
+  s->out_total = s->out_sent = 0;
+  memset(s->rets, 0, s->rets_size);
+
+  int status = ferry_exec_call(s->ex, s->call, s->args, s->rets, &io);
+  ferry_debug("%s -> %d", ferry_calls[s->call].name, status);
+  if (s->broken) return -1;
+  if (discard_bulk(s)) return -1;
+  if (s->out_begun) {
+    if (s->out_sent < s->out_total && status == cudaSuccess) status = cudaErrorUnknown;
+    if (pad_bulk(s)) return -1;
+    int32_t final = status;
+    struct iovec iov = {&final, sizeof final};
+    if (ferry_sendv(s->c, &iov, 1)) {
+      conn_failed(s);
+      return -1;
+    }
+    return 0;
+  }
+  if (!(flags & SYNC)) return 0;
+  if (flush_pending(s)) return -1;
+  if (encode_rets(s)) return -2;
+  return send_frame(s, FERRY_KIND_REPLY, status, ferry_exec_take_async_error(s->ex), s->out.data,
+                    s->out.len, NULL, 0, 0);
+}
+
+int session_run(struct ferry_conn *c, const struct server_opts *opts) {
+  struct session s = {.c = c, .opts = opts};
+  ferry_decoder_init(&s.dec);
+  size_t amax = 0;
+  for (unsigned i = 0; i < FERRY_CALL_COUNT; i++) {
+    if (ferry_args_size[i] > amax) amax = ferry_args_size[i];
+    if (ferry_rets_size[i] > s.rets_size) s.rets_size = ferry_rets_size[i];
+  }
+  s.args = calloc(1, amax);
+  s.rets = calloc(1, s.rets_size);
+  int status;
+  if (!s.args || !s.rets) {
+    set_reason(&s, "out of memory");
+    status = SESSION_INTERNAL;
+  } else if (capture_start()) {
+    set_reason(&s, "cannot capture device output: %s", strerror(errno));
+    status = SESSION_INTERNAL;
+  } else {
+    status = open_session(&s);
+  }
+  while (status < 0) {
+    struct ferry_frame h;
+    int r = read_header(&s, &h);
+    if (r == 0 && h.kind == FERRY_CALL_hello) {
+      set_reason(&s, "protocol violation: a second hello");
+      r = -2;
+    }
+    if (r == 0) r = read_body(&s, &h);
+    if (r == 0) r = serve_one(&s, &h);
+    if (r == -1) status = SESSION_OK; /* the connection is gone */
+    if (r == -2) {
+      send_goodbye(&s, s.reason);
+      status = SESSION_PROTOCOL;
+    }
+  }
+  if (s.ex) ferry_exec_close(s.ex);
+  if (!opts->quiet || status != SESSION_OK)
+    ferry_log("session from %s ended: %s", c->peer, s.reason[0] ? s.reason : "done");
+  c->ops->close(c);
+  ferry_decoder_destroy(&s.dec);
+  ferry_buf_free(&s.out);
+  free(s.body);
+  free(s.args);
+  free(s.rets);
+  return status;
+}
