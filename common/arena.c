@@ -1,0 +1,233 @@
+/*
+ * First-fit extent allocator over the arena's address range, plus a
+ * refcounted table of physical mappings. See arena.h for why.
+ */
+#include "arena.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ERR_ALLOC 2   /* cudaErrorMemoryAllocation */
+#define ERR_INVALID 1 /* cudaErrorInvalidValue */
+
+static uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+static uint64_t round_down(uint64_t v, uint64_t a) { return v / a * a; }
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return 0;
+  size_t n = *cap ? *cap * 2 : 16;
+  while (n < need) n *= 2;
+  void *p = realloc(*arr, n * elem);
+  if (!p) return -1;
+  *arr = p;
+  *cap = n;
+  return 0;
+}
+
+int ferry_arena_init(struct ferry_arena *a, uint64_t base, uint64_t size, uint64_t granularity) {
+  memset(a, 0, sizeof *a);
+  if (!granularity || base % granularity || size % granularity || !size) return ERR_INVALID;
+  a->base = base;
+  a->size = size;
+  a->granularity = granularity;
+  if (grow((void **)&a->free_list, &a->free_cap, 1, sizeof *a->free_list)) return ERR_ALLOC;
+  a->free_list[0] = (struct ferry_extent){base, base + size};
+  a->nfree = 1;
+  return 0;
+}
+
+void ferry_arena_destroy(struct ferry_arena *a) {
+  free(a->free_list);
+  free(a->regions);
+  free(a->maps);
+  memset(a, 0, sizeof *a);
+}
+
+void ferry_arena_reset(struct ferry_arena *a) {
+  uint64_t base = a->base, size = a->size, g = a->granularity;
+  ferry_arena_destroy(a);
+  ferry_arena_init(a, base, size, g);
+}
+
+/* index of the first element whose addr is > p (upper bound) */
+static size_t regions_upper(const struct ferry_arena *a, uint64_t p) {
+  size_t lo = 0, hi = a->nregions;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (a->regions[mid].addr <= p) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+static size_t maps_upper(const struct ferry_arena *a, uint64_t p) {
+  size_t lo = 0, hi = a->nmaps;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (a->maps[mid].addr <= p) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+const struct ferry_region *ferry_arena_find(const struct ferry_arena *a, uint64_t p) {
+  size_t i = regions_upper(a, p);
+  if (i == 0) return NULL;
+  const struct ferry_region *r = &a->regions[i - 1];
+  uint64_t len = r->size ? r->size : 1;
+  return p - r->addr < len ? r : NULL;
+}
+
+/* take [start, end) out of free extent i, which contains it */
+static int carve(struct ferry_arena *a, size_t i, uint64_t start, uint64_t end) {
+  struct ferry_extent e = a->free_list[i];
+  int left = start > e.start, right = end < e.end;
+  if (left && right) {
+    if (grow((void **)&a->free_list, &a->free_cap, a->nfree + 1, sizeof *a->free_list)) return -1;
+    memmove(&a->free_list[i + 2], &a->free_list[i + 1], (a->nfree - i - 1) * sizeof *a->free_list);
+    a->free_list[i] = (struct ferry_extent){e.start, start};
+    a->free_list[i + 1] = (struct ferry_extent){end, e.end};
+    a->nfree++;
+  } else if (left) {
+    a->free_list[i].end = start;
+  } else if (right) {
+    a->free_list[i].start = end;
+  } else {
+    memmove(&a->free_list[i], &a->free_list[i + 1], (a->nfree - i - 1) * sizeof *a->free_list);
+    a->nfree--;
+  }
+  return 0;
+}
+
+/* give [start, end) back, coalescing with neighbours */
+static int release_range(struct ferry_arena *a, uint64_t start, uint64_t end) {
+  size_t i = 0;
+  while (i < a->nfree && a->free_list[i].start < start) i++;
+  int join_left = i > 0 && a->free_list[i - 1].end == start;
+  int join_right = i < a->nfree && a->free_list[i].start == end;
+  if (join_left && join_right) {
+    a->free_list[i - 1].end = a->free_list[i].end;
+    memmove(&a->free_list[i], &a->free_list[i + 1], (a->nfree - i - 1) * sizeof *a->free_list);
+    a->nfree--;
+  } else if (join_left) {
+    a->free_list[i - 1].end = end;
+  } else if (join_right) {
+    a->free_list[i].start = start;
+  } else {
+    if (grow((void **)&a->free_list, &a->free_cap, a->nfree + 1, sizeof *a->free_list)) return -1;
+    memmove(&a->free_list[i + 1], &a->free_list[i], (a->nfree - i) * sizeof *a->free_list);
+    a->free_list[i] = (struct ferry_extent){start, end};
+    a->nfree++;
+  }
+  return 0;
+}
+
+static int insert_map(struct ferry_arena *a, uint64_t addr, uint64_t size) {
+  if (grow((void **)&a->maps, &a->maps_cap, a->nmaps + 1, sizeof *a->maps)) return -1;
+  size_t i = maps_upper(a, addr);
+  memmove(&a->maps[i + 1], &a->maps[i], (a->nmaps - i) * sizeof *a->maps);
+  a->maps[i] = (struct ferry_mapping){addr, size, 0};
+  a->nmaps++;
+  a->mapped_bytes += size;
+  return 0;
+}
+
+static void remove_map(struct ferry_arena *a, size_t i) {
+  a->mapped_bytes -= a->maps[i].size;
+  memmove(&a->maps[i], &a->maps[i + 1], (a->nmaps - i - 1) * sizeof *a->maps);
+  a->nmaps--;
+}
+
+/* unmap (and forget) mappings inside [lo, hi) that have no users */
+static void drop_unused_maps(struct ferry_arena *a, uint64_t lo, uint64_t hi,
+                             const struct ferry_arena_backend *be) {
+  size_t i = maps_upper(a, lo);
+  if (i > 0) i--;
+  while (i < a->nmaps && a->maps[i].addr < hi) {
+    struct ferry_mapping m = a->maps[i];
+    if (m.users == 0 && m.addr + m.size > lo) {
+      if (be) be->unmap(be->ctx, m.addr, m.size);
+      remove_map(a, i);
+      continue;
+    }
+    i++;
+  }
+}
+
+/* change the user count of every mapping overlapping [lo, hi) */
+static void count_users(struct ferry_arena *a, uint64_t lo, uint64_t hi, int delta) {
+  size_t i = maps_upper(a, lo);
+  if (i > 0) i--;
+  for (; i < a->nmaps && a->maps[i].addr < hi; i++)
+    if (a->maps[i].addr + a->maps[i].size > lo) a->maps[i].users += (uint32_t)delta;
+}
+
+/* map every granule of [lo, hi) not yet mapped, one backend call per gap */
+static int map_gaps(struct ferry_arena *a, uint64_t lo, uint64_t hi,
+                    const struct ferry_arena_backend *be) {
+  uint64_t cur = lo;
+  while (cur < hi) {
+    size_t i = maps_upper(a, cur);
+    if (i > 0 && a->maps[i - 1].addr + a->maps[i - 1].size > cur) {
+      cur = a->maps[i - 1].addr + a->maps[i - 1].size;
+      continue;
+    }
+    uint64_t gap_end = i < a->nmaps && a->maps[i].addr < hi ? a->maps[i].addr : hi;
+    if (grow((void **)&a->maps, &a->maps_cap, a->nmaps + 1, sizeof *a->maps)) return ERR_ALLOC;
+    int rc = be ? be->map(be->ctx, cur, gap_end - cur) : 0;
+    if (rc) return rc;
+    if (insert_map(a, cur, gap_end - cur)) return ERR_ALLOC;
+    cur = gap_end;
+  }
+  return 0;
+}
+
+int ferry_arena_alloc(struct ferry_arena *a, uint64_t size, const struct ferry_arena_backend *be,
+                      uint64_t *addr) {
+  if (size == 0 || size > a->size) return ERR_ALLOC;
+  /* large allocations get granule-aligned, dedicated mappings so that freeing
+     them returns memory at once */
+  uint64_t align = size >= a->granularity ? a->granularity : FERRY_ARENA_ALIGN;
+  uint64_t span = round_up(size, FERRY_ARENA_ALIGN);
+  if (align == a->granularity) span = round_up(size, a->granularity);
+  for (size_t i = 0; i < a->nfree; i++) {
+    uint64_t start = round_up(a->free_list[i].start, align);
+    if (start >= a->free_list[i].end || a->free_list[i].end - start < span) continue;
+    if (grow((void **)&a->regions, &a->regions_cap, a->nregions + 1, sizeof *a->regions))
+      return ERR_ALLOC;
+    uint64_t lo = round_down(start, a->granularity), hi = round_up(start + span, a->granularity);
+    int rc = map_gaps(a, lo, hi, be);
+    if (rc) {
+      drop_unused_maps(a, lo, hi, be);
+      return rc;
+    }
+    if (carve(a, i, start, start + span)) {
+      drop_unused_maps(a, lo, hi, be);
+      return ERR_ALLOC;
+    }
+    count_users(a, start, start + span, +1);
+    size_t r = regions_upper(a, start);
+    memmove(&a->regions[r + 1], &a->regions[r], (a->nregions - r) * sizeof *a->regions);
+    a->regions[r] = (struct ferry_region){start, size};
+    a->nregions++;
+    a->live_bytes += size;
+    *addr = start;
+    return 0;
+  }
+  return ERR_ALLOC;
+}
+
+int ferry_arena_free(struct ferry_arena *a, uint64_t addr, const struct ferry_arena_backend *be) {
+  size_t r = regions_upper(a, addr);
+  if (r == 0 || a->regions[r - 1].addr != addr) return ERR_INVALID;
+  r--;
+  uint64_t size = a->regions[r].size;
+  uint64_t span = size >= a->granularity ? round_up(size, a->granularity)
+                                         : round_up(size, FERRY_ARENA_ALIGN);
+  memmove(&a->regions[r], &a->regions[r + 1], (a->nregions - r - 1) * sizeof *a->regions);
+  a->nregions--;
+  a->live_bytes -= size;
+  count_users(a, addr, addr + span, -1);
+  drop_unused_maps(a, round_down(addr, a->granularity), round_up(addr + span, a->granularity), be);
+  return release_range(a, addr, addr + span) ? ERR_ALLOC : 0;
+}

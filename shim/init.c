@@ -1,0 +1,211 @@
+/*
+ * Start-up: which remote GPUs the program gets (FERRY_DEVICES, or the
+ * rCUDA variables), connecting to them, and the hello handshake that brings
+ * back each device's facts. Runs once, at the first CUDA call that needs a
+ * device, never at library load (registration runs before main).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "props.h"
+#include "shim.h"
+
+struct ferry_state ferry = {.once = PTHREAD_ONCE_INIT};
+
+static int parse_devices(void) {
+  char err[256];
+  const char *list = getenv("FERRY_DEVICES");
+  const char *rcount = getenv("RCUDA_DEVICE_COUNT");
+  if (list && *list) {
+    char *copy = strdup(list), *save = NULL;
+    if (!copy) return cudaErrorMemoryAllocation;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+      while (*tok == ' ') tok++;
+      if (!*tok) continue;
+      if (ferry.count == FERRY_MAX_VGPUS) {
+        ferry_log("FERRY_DEVICES lists more than %d devices", FERRY_MAX_VGPUS);
+        free(copy);
+        return cudaErrorInvalidValue;
+      }
+      struct ferry_vgpu *v = &ferry.vgpus[ferry.count];
+      if (ferry_url_parse(tok, &v->url, err, sizeof err)) {
+        ferry_log("FERRY_DEVICES entry %d '%s': %s", ferry.count, tok, err);
+        free(copy);
+        return cudaErrorNoDevice;
+      }
+      ferry.count++;
+    }
+    free(copy);
+  } else if (rcount && *rcount) {
+    char *end;
+    long n = strtol(rcount, &end, 10);
+    if (*end || n < 1 || n > FERRY_MAX_VGPUS) {
+      ferry_log("RCUDA_DEVICE_COUNT='%s' must be a number from 1 to %d", rcount, FERRY_MAX_VGPUS);
+      return cudaErrorNoDevice;
+    }
+    const char *scheme = getenv("FERRY_TRANSPORT");
+    if (!scheme || !*scheme) scheme = "tcp";
+    for (int i = 0; i < n; i++) {
+      char name[32];
+      snprintf(name, sizeof name, "RCUDA_DEVICE_%d", i);
+      const char *val = getenv(name);
+      if (!val || !*val) {
+        ferry_log("RCUDA_DEVICE_COUNT=%ld but %s is not set (expected host[@port]:gpu)", n, name);
+        return cudaErrorNoDevice;
+      }
+      if (ferry_url_parse_rcuda(val, scheme, &ferry.vgpus[i].url, err, sizeof err)) {
+        ferry_log("%s='%s': %s", name, val, err);
+        return cudaErrorNoDevice;
+      }
+      ferry.count++;
+    }
+  } else {
+    ferry_log("no remote GPU configured: set FERRY_DEVICES=tcp://host:%d/0 (or RCUDA_DEVICE_COUNT "
+              "and RCUDA_DEVICE_<i>=host[@port]:gpu)",
+              FERRY_DEFAULT_PORT);
+    return cudaErrorNoDevice;
+  }
+  if (ferry.count == 0) {
+    ferry_log("FERRY_DEVICES lists no device");
+    return cudaErrorNoDevice;
+  }
+  for (int i = 0; i < ferry.count; i++) {
+    struct ferry_vgpu *v = &ferry.vgpus[i];
+    if (v->url.gpu < 0) v->url.gpu = 0;
+    ferry_url_format(&v->url, v->url_text, sizeof v->url_text);
+  }
+  return 0;
+}
+
+static int reserve_placeholder(struct ferry_vgpu *v) {
+  uint64_t base = FERRY_ARENA_BASE + (uint64_t)v->index * FERRY_ARENA_STRIDE;
+  /* keeps host mappings out of the device range, so a host pointer can never
+     equal a device pointer */
+  void *p = mmap((void *)base, FERRY_ARENA_STRIDE, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  if (p == MAP_FAILED || (uint64_t)p != base) {
+    ferry_log("cannot reserve the device address range 0x%llx-0x%llx for device %d: %s",
+              (unsigned long long)base, (unsigned long long)(base + FERRY_ARENA_STRIDE), v->index,
+              p == MAP_FAILED ? strerror(errno) : "the kernel placed it elsewhere");
+    if (p != MAP_FAILED) munmap(p, FERRY_ARENA_STRIDE);
+    return cudaErrorMemoryAllocation;
+  }
+  return 0;
+}
+
+static int connect_timeout_ms(void) {
+  const char *t = getenv("FERRY_CONNECT_TIMEOUT");
+  double s = t && *t ? atof(t) : 10.0;
+  return s > 0 ? (int)(s * 1000) : 10000;
+}
+
+int ferry_connect_vgpu(struct ferry_vgpu *v) {
+  char err[256];
+  const struct ferry_transport *t = ferry_transport_find(v->url.scheme, err, sizeof err);
+  if (!t) {
+    ferry_log("device %d (%s): %s", v->index, v->url_text, err);
+    return cudaErrorNoDevice;
+  }
+  v->conn = t->connect(&v->url, connect_timeout_ms(), err, sizeof err);
+  if (!v->conn) {
+    ferry_log("device %d: %s", v->index, err);
+    return cudaErrorNoDevice;
+  }
+  uint64_t base = FERRY_ARENA_BASE + (uint64_t)v->index * FERRY_ARENA_STRIDE;
+  struct ferry_hello_args a = {.version = FERRY_PROTOCOL_VERSION,
+                               .gpu = (uint32_t)v->url.gpu,
+                               .arena_base = base,
+                               .arena_size = FERRY_ARENA_STRIDE,
+                               .client_pid = (uint32_t)getpid()};
+  struct ferry_hello_rets r;
+  int rc = ferry_call(v, FERRY_CALL_hello, &a, &r, NULL);
+  if (rc) {
+    /* the server explains a refusal in a GOODBYE frame next to the reply */
+    if (!v->dead) ferry_read_goodbye(v);
+    if (!v->dead) ferry_log("device %d (%s) refused the session: %s", v->index, v->url_text,
+                            cudaGetErrorString((cudaError_t)rc));
+    v->dead = 1;
+    return rc == cudaErrorInvalidDevice ? rc : cudaErrorNoDevice;
+  }
+  snprintf(v->name, sizeof v->name, "%s", r.name ? r.name : "remote GPU");
+  v->total_mem = r.total_mem;
+  v->granularity = r.granularity ? r.granularity : (2u << 20);
+  v->driver_version = r.driver_version;
+  if (r.uuid.len == sizeof v->uuid) memcpy(v->uuid, r.uuid.ptr, sizeof v->uuid);
+  size_t n = r.attrs.len / sizeof(int32_t);
+  if (n > FERRY_NATTRS_CLIENT) n = FERRY_NATTRS_CLIENT;
+  memcpy(v->attrs, r.attrs.ptr, n * sizeof(int32_t));
+  ferry_props_build(&v->props, v->name, v->uuid, v->total_mem, v->attrs, FERRY_NATTRS_CLIENT);
+  if (ferry_arena_init(&v->arena, base, FERRY_ARENA_STRIDE, v->granularity)) {
+    ferry_log("device %d: unusable allocation granularity %llu", v->index,
+              (unsigned long long)v->granularity);
+    return cudaErrorNoDevice;
+  }
+  ferry_debug("device %d: %s at %s", v->index, v->name, v->url_text);
+  return 0;
+}
+
+/* collect device printf output and finish queued work before the process
+   ends, as the CUDA driver does when it tears its contexts down */
+static void drain_at_exit(void) {
+  for (int i = 0; i < ferry.count; i++) {
+    struct ferry_vgpu *v = &ferry.vgpus[i];
+    if (!v->conn || v->dead) continue;
+    struct ferry_device_synchronize_args a = {0};
+    ferry_call(v, FERRY_CALL_device_synchronize, &a, NULL, NULL);
+  }
+}
+
+static void init_once(void) {
+  ferry_handles_init(&ferry.streams);
+  ferry_handles_init(&ferry.events);
+  for (int i = 0; i < FERRY_MAX_VGPUS; i++) {
+    struct ferry_vgpu *v = &ferry.vgpus[i];
+    v->index = i;
+    pthread_mutex_init(&v->send_lock, NULL);
+    pthread_mutex_init(&v->sock_lock, NULL);
+    pthread_mutex_init(&v->call_lock, NULL);
+    pthread_mutex_init(&v->arena_lock, NULL);
+  }
+  int rc = parse_devices();
+  for (int i = 0; !rc && i < ferry.count; i++) {
+    rc = reserve_placeholder(&ferry.vgpus[i]);
+    if (!rc) rc = ferry_connect_vgpu(&ferry.vgpus[i]);
+  }
+  if (rc) {
+    ferry.init_error = rc == cudaErrorInvalidDevice ? rc : cudaErrorNoDevice;
+    return;
+  }
+  ferry_start_flusher();
+  atexit(drain_at_exit);
+}
+
+int ferry_ensure_init(void) {
+  pthread_once(&ferry.once, init_once);
+  return ferry.init_error;
+}
+
+struct ferry_vgpu *ferry_current(int *err) {
+  int rc = ferry_ensure_init();
+  if (rc) {
+    *err = rc;
+    return NULL;
+  }
+  int d = ferry_thread()->device;
+  if (d < 0 || d >= ferry.count) {
+    *err = cudaErrorInvalidDevice;
+    return NULL;
+  }
+  struct ferry_vgpu *v = &ferry.vgpus[d];
+  if (v->dead) {
+    *err = cudaErrorDevicesUnavailable;
+    return NULL;
+  }
+  *err = 0;
+  return v;
+}

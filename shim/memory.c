@@ -1,0 +1,569 @@
+/*
+ * Device memory: allocation in the client-chosen arena, copies in every
+ * direction, sets, symbols and pointer queries. Device pointers are
+ * checked against the live-region table first, so a bad pointer is a
+ * clear cudaErrorInvalidValue here rather than a fault on the server.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "shim.h"
+
+struct ferry_vgpu *ferry_vgpu_of(const void *p) {
+  uint64_t a = (uint64_t)(uintptr_t)p;
+  if (a < FERRY_ARENA_BASE) return NULL;
+  uint64_t i = (a - FERRY_ARENA_BASE) / FERRY_ARENA_STRIDE;
+  if (i >= (uint64_t)ferry.count) return NULL;
+  return &ferry.vgpus[i];
+}
+
+/* ---- allocation ---- */
+static int map_remote(void *ctx, uint64_t addr, uint64_t size) {
+  struct ferry_mem_map_args a = {addr, size};
+  return ferry_call(ctx, FERRY_CALL_mem_map, &a, NULL, NULL);
+}
+static int unmap_remote(void *ctx, uint64_t addr, uint64_t size) {
+  struct ferry_mem_unmap_args a = {addr, size};
+  return ferry_call(ctx, FERRY_CALL_mem_unmap, &a, NULL, NULL);
+}
+
+static int device_alloc(struct ferry_vgpu *v, uint64_t size, void **out) {
+  struct ferry_arena_backend be = {map_remote, unmap_remote, v};
+  uint64_t addr = 0;
+  pthread_mutex_lock(&v->arena_lock);
+  int rc = ferry_arena_alloc(&v->arena, size, &be, &addr);
+  pthread_mutex_unlock(&v->arena_lock);
+  if (rc == cudaErrorInvalidValue) rc = cudaErrorMemoryAllocation;
+  if (!rc) *out = (void *)(uintptr_t)addr;
+  return rc;
+}
+
+cudaError_t cudaMalloc(void **ptr, size_t size) {
+  if (!ptr) return ferry_ret(cudaErrorInvalidValue);
+  int err;
+  struct ferry_vgpu *v = ferry_current(&err);
+  if (!v) return ferry_ret(err);
+  if (size == 0) {
+    *ptr = NULL;
+    return cudaSuccess;
+  }
+  return ferry_ret(device_alloc(v, size, ptr));
+}
+
+cudaError_t cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height) {
+  if (!ptr || !pitch) return ferry_ret(cudaErrorInvalidValue);
+  int err;
+  struct ferry_vgpu *v = ferry_current(&err);
+  if (!v) return ferry_ret(err);
+  size_t align = 512; /* CUDA pads rows to the texture alignment */
+  size_t p = (width + align - 1) / align * align;
+  if (width == 0 || height == 0) {
+    *ptr = NULL;
+    *pitch = p;
+    return cudaSuccess;
+  }
+  int rc = device_alloc(v, (uint64_t)p * height, ptr);
+  if (!rc) *pitch = p;
+  return ferry_ret(rc);
+}
+
+cudaError_t cudaFree(void *ptr) {
+  int rc = ferry_ensure_init();
+  if (rc) return ferry_ret(rc);
+  if (!ptr) return cudaSuccess; /* the classic "create the context" idiom */
+  struct ferry_vgpu *v = ferry_vgpu_of(ptr);
+  if (!v) return ferry_ret(cudaErrorInvalidValue);
+  if (v->dead) return ferry_ret(cudaErrorDevicesUnavailable);
+  struct ferry_arena_backend be = {map_remote, unmap_remote, v};
+  pthread_mutex_lock(&v->arena_lock);
+  rc = ferry_arena_free(&v->arena, (uint64_t)(uintptr_t)ptr, &be);
+  pthread_mutex_unlock(&v->arena_lock);
+  return ferry_ret(rc);
+}
+
+/* ---- host memory: always local to the program ---- */
+struct host_block {
+  void *ptr;
+  size_t size;
+  unsigned flags;
+  int registered; /* cudaHostRegister'ed, not allocated by us */
+};
+static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct host_block *host_blocks;
+static size_t nhost, host_cap;
+
+static int host_add(void *p, size_t size, unsigned flags, int registered) {
+  pthread_mutex_lock(&host_lock);
+  if (nhost == host_cap) {
+    size_t cap = host_cap ? host_cap * 2 : 32;
+    struct host_block *b = realloc(host_blocks, cap * sizeof *b);
+    if (!b) {
+      pthread_mutex_unlock(&host_lock);
+      return cudaErrorMemoryAllocation;
+    }
+    host_blocks = b;
+    host_cap = cap;
+  }
+  host_blocks[nhost++] = (struct host_block){p, size, flags, registered};
+  pthread_mutex_unlock(&host_lock);
+  return 0;
+}
+
+/* finds the block containing p; copies it out */
+static int host_find(const void *p, struct host_block *out) {
+  int found = 0;
+  pthread_mutex_lock(&host_lock);
+  for (size_t i = 0; i < nhost; i++) {
+    const char *b = host_blocks[i].ptr;
+    if ((const char *)p >= b && (const char *)p < b + (host_blocks[i].size ? host_blocks[i].size : 1)) {
+      *out = host_blocks[i];
+      found = 1;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&host_lock);
+  return found;
+}
+
+static int host_remove(void *p, int registered) {
+  int found = 0;
+  pthread_mutex_lock(&host_lock);
+  for (size_t i = 0; i < nhost; i++) {
+    if (host_blocks[i].ptr != p || host_blocks[i].registered != registered) continue;
+    host_blocks[i] = host_blocks[--nhost];
+    found = 1;
+    break;
+  }
+  pthread_mutex_unlock(&host_lock);
+  return found;
+}
+
+static int mapped_refused(const char *call) {
+  static int warned;
+  if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+    ferry_log("%s with the mapped flag: a remote GPU cannot map this host's memory "
+              "(zero-copy needs a local GPU); returning cudaErrorNotSupported", call);
+  return cudaErrorNotSupported;
+}
+
+cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
+  if (!ptr) return ferry_ret(cudaErrorInvalidValue);
+  unsigned known = cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
+  if (flags & ~known) return ferry_ret(cudaErrorInvalidValue);
+  if (flags & cudaHostAllocMapped) return ferry_ret(mapped_refused("cudaHostAlloc"));
+  void *p = NULL;
+  if (posix_memalign(&p, 4096, size ? size : 1)) return ferry_ret(cudaErrorMemoryAllocation);
+  if (host_add(p, size, flags, 0)) {
+    free(p);
+    return ferry_ret(cudaErrorMemoryAllocation);
+  }
+  *ptr = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **ptr, size_t size) { return cudaHostAlloc(ptr, size, 0); }
+
+cudaError_t cudaFreeHost(void *ptr) {
+  if (!ptr) return cudaSuccess;
+  if (!host_remove(ptr, 0)) return ferry_ret(cudaErrorInvalidValue);
+  free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags) {
+  if (!ptr || !size) return ferry_ret(cudaErrorInvalidValue);
+  unsigned known = cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterIoMemory |
+                   cudaHostRegisterReadOnly;
+  if (flags & ~known) return ferry_ret(cudaErrorInvalidValue);
+  if (flags & cudaHostRegisterMapped) return ferry_ret(mapped_refused("cudaHostRegister"));
+  struct host_block b;
+  if (host_find(ptr, &b)) return ferry_ret(cudaErrorHostMemoryAlreadyRegistered);
+  return ferry_ret(host_add(ptr, size, flags, 1));
+}
+
+cudaError_t cudaHostUnregister(void *ptr) {
+  if (!host_remove(ptr, 1)) return ferry_ret(cudaErrorHostMemoryNotRegistered);
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostGetFlags(unsigned int *flags, void *ptr) {
+  struct host_block b;
+  if (!flags || !host_find(ptr, &b)) return ferry_ret(cudaErrorInvalidValue);
+  *flags = b.flags;
+  return cudaSuccess;
+}
+
+/* ---- copies ---- */
+/* the vGPU for a device-side pointer: its arena's, else the current one
+   (module globals from cudaGetSymbolAddress live outside the arena) */
+static int device_side(const void *p, uint64_t count, struct ferry_vgpu **v) {
+  int err;
+  *v = ferry_vgpu_of(p);
+  if (!*v) {
+    *v = ferry_current(&err);
+    return *v ? 0 : err;
+  }
+  if ((*v)->dead) return cudaErrorDevicesUnavailable;
+  pthread_mutex_lock(&(*v)->arena_lock);
+  const struct ferry_region *r = ferry_arena_find(&(*v)->arena, (uint64_t)(uintptr_t)p);
+  int ok = r && (uint64_t)(uintptr_t)p + count <= r->addr + (r->size ? r->size : 0);
+  pthread_mutex_unlock(&(*v)->arena_lock);
+  return ok || count == 0 ? 0 : cudaErrorInvalidValue;
+}
+
+static enum cudaMemcpyKind resolve_kind(const void *dst, const void *src, enum cudaMemcpyKind kind) {
+  if (kind != cudaMemcpyDefault) return kind;
+  int d = ferry_vgpu_of(dst) != NULL, s = ferry_vgpu_of(src) != NULL;
+  return s ? (d ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
+           : (d ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+}
+
+static int is_pinned(const void *p) {
+  struct host_block b;
+  return host_find(p, &b);
+}
+
+static int stream_id_for(struct ferry_vgpu *v, cudaStream_t s, int per_thread, uint32_t *id) {
+  struct ferry_vgpu *sv;
+  int rc = ferry_stream_resolve(s, per_thread, &sv, id);
+  if (!rc && sv != v) rc = cudaErrorInvalidResourceHandle;
+  return rc;
+}
+
+/* async: 0 synchronous cudaMemcpy; 1 cudaMemcpyAsync */
+static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                cudaStream_t stream, int per_thread, int async) {
+  int rc = ferry_ensure_init();
+  if (rc) return rc;
+  if (count == 0) return 0;
+  if (!dst || !src) return cudaErrorInvalidValue;
+  if ((unsigned)kind > cudaMemcpyDefault) return cudaErrorInvalidMemcpyDirection;
+  kind = resolve_kind(dst, src, kind);
+  struct ferry_vgpu *dv = NULL, *sv = NULL;
+  uint32_t sid = 0;
+  switch (kind) {
+  case cudaMemcpyHostToHost:
+    memmove(dst, src, count);
+    return 0;
+  case cudaMemcpyHostToDevice: {
+    if ((rc = device_side(dst, count, &dv)) || (rc = stream_id_for(dv, stream, per_thread, &sid)))
+      return rc;
+    struct ferry_bulk bulk = {.in = src, .in_len = count};
+    if (async) {
+      struct ferry_memcpy_htod_async_args a = {(uint64_t)(uintptr_t)dst, sid};
+      return ferry_call(dv, FERRY_CALL_memcpy_htod_async, &a, NULL, &bulk);
+    }
+    struct ferry_memcpy_htod_args a = {(uint64_t)(uintptr_t)dst, sid};
+    return ferry_call(dv, FERRY_CALL_memcpy_htod, &a, NULL, &bulk);
+  }
+  case cudaMemcpyDeviceToHost: {
+    if ((rc = device_side(src, count, &sv)) || (rc = stream_id_for(sv, stream, per_thread, &sid)))
+      return rc;
+    /* CUDA returns from an async copy into pageable memory only when it is
+       done; pinned memory is filled in later, at the next synchronization */
+    if (async && is_pinned(dst)) {
+      uint64_t token = ferry_defer(sv, dst, count);
+      if (!token) return cudaErrorMemoryAllocation;
+      struct ferry_memcpy_dtoh_async_args a = {(uint64_t)(uintptr_t)src, count, sid, token};
+      return ferry_call(sv, FERRY_CALL_memcpy_dtoh_async, &a, NULL, NULL);
+    }
+    struct ferry_memcpy_dtoh_args a = {(uint64_t)(uintptr_t)src, count, sid};
+    struct ferry_bulk bulk = {.out = dst, .out_len = count};
+    return ferry_call(sv, FERRY_CALL_memcpy_dtoh, &a, NULL, &bulk);
+  }
+  case cudaMemcpyDeviceToDevice: {
+    if ((rc = device_side(src, count, &sv)) || (rc = device_side(dst, count, &dv))) return rc;
+    if (sv != dv) {
+      /* two servers: stage through this host */
+      void *tmp = malloc(count);
+      if (!tmp) return cudaErrorMemoryAllocation;
+      rc = copy(tmp, src, count, cudaMemcpyDeviceToHost, NULL, per_thread, 0);
+      if (!rc) rc = copy(dst, tmp, count, cudaMemcpyHostToDevice, NULL, per_thread, 0);
+      free(tmp);
+      return rc;
+    }
+    if ((rc = stream_id_for(dv, stream, per_thread, &sid))) return rc;
+    if (async) {
+      struct ferry_memcpy_dtod_async_args a = {(uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src,
+                                               count, sid};
+      return ferry_call(dv, FERRY_CALL_memcpy_dtod_async, &a, NULL, NULL);
+    }
+    struct ferry_memcpy_dtod_args a = {(uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src, count,
+                                       sid};
+    return ferry_call(dv, FERRY_CALL_memcpy_dtod, &a, NULL, NULL);
+  }
+  default:
+    return cudaErrorInvalidMemcpyDirection;
+  }
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
+  return ferry_ret(copy(dst, src, count, kind, NULL, 0, 0));
+}
+cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
+  return ferry_ret(copy(dst, src, count, kind, NULL, 1, 0));
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+  return ferry_ret(copy(dst, src, count, kind, stream, 0, 1));
+}
+cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count,
+                                 enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return ferry_ret(copy(dst, src, count, kind, stream, 1, 1));
+}
+
+static int copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                  size_t height, enum cudaMemcpyKind kind, cudaStream_t stream, int per_thread,
+                  int async) {
+  int rc = ferry_ensure_init();
+  if (rc) return rc;
+  if (width == 0 || height == 0) return 0;
+  if (width > dpitch || width > spitch) return cudaErrorInvalidPitchValue;
+  if (!dst || !src) return cudaErrorInvalidValue;
+  if ((unsigned)kind > cudaMemcpyDefault) return cudaErrorInvalidMemcpyDirection;
+  kind = resolve_kind(dst, src, kind);
+  uint64_t dspan = dpitch * (height - 1) + width, sspan = spitch * (height - 1) + width;
+  struct ferry_vgpu *v;
+  uint32_t sid;
+  if (kind == cudaMemcpyHostToHost) {
+    for (size_t r = 0; r < height; r++)
+      memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+    return 0;
+  }
+  if (kind == cudaMemcpyHostToDevice) {
+    if ((rc = device_side(dst, dspan, &v)) || (rc = stream_id_for(v, stream, per_thread, &sid)))
+      return rc;
+    const void *packed = src;
+    char *tmp = NULL;
+    if (spitch != width) {
+      if (!(tmp = malloc(width * height))) return cudaErrorMemoryAllocation;
+      for (size_t r = 0; r < height; r++) memcpy(tmp + r * width, (const char *)src + r * spitch, width);
+      packed = tmp;
+    }
+    struct ferry_memcpy2d_htod_args a = {(uint64_t)(uintptr_t)dst, dpitch, width, height, sid,
+                                         (uint32_t)async};
+    struct ferry_bulk bulk = {.in = packed, .in_len = width * height};
+    rc = ferry_call(v, FERRY_CALL_memcpy2d_htod, &a, NULL, &bulk);
+    free(tmp);
+    return rc;
+  }
+  if (kind == cudaMemcpyDeviceToHost) {
+    if ((rc = device_side(src, sspan, &v)) || (rc = stream_id_for(v, stream, per_thread, &sid)))
+      return rc;
+    char *tmp = NULL;
+    void *packed = dst;
+    if (dpitch != width) {
+      if (!(tmp = malloc(width * height))) return cudaErrorMemoryAllocation;
+      packed = tmp;
+    }
+    struct ferry_memcpy2d_dtoh_args a = {(uint64_t)(uintptr_t)src, spitch, width, height, sid};
+    struct ferry_bulk bulk = {.out = packed, .out_len = width * height};
+    rc = ferry_call(v, FERRY_CALL_memcpy2d_dtoh, &a, NULL, &bulk);
+    if (!rc && tmp)
+      for (size_t r = 0; r < height; r++) memcpy((char *)dst + r * dpitch, tmp + r * width, width);
+    free(tmp);
+    return rc;
+  }
+  struct ferry_vgpu *sv;
+  if ((rc = device_side(src, sspan, &sv)) || (rc = device_side(dst, dspan, &v))) return rc;
+  if (sv != v) {
+    ferry_log("cudaMemcpy2D between two remote devices is not supported");
+    return cudaErrorNotSupported;
+  }
+  if ((rc = stream_id_for(v, stream, per_thread, &sid))) return rc;
+  struct ferry_memcpy2d_dtod_args a = {(uint64_t)(uintptr_t)dst, dpitch, (uint64_t)(uintptr_t)src,
+                                       spitch, width, height, sid};
+  rc = ferry_call(v, FERRY_CALL_memcpy2d_dtod, &a, NULL, NULL);
+  if (!rc && !async) {
+    struct ferry_stream_synchronize_args s = {sid};
+    rc = ferry_call(v, FERRY_CALL_stream_synchronize, &s, NULL, NULL);
+  }
+  return rc;
+}
+
+cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                         size_t height, enum cudaMemcpyKind kind) {
+  return ferry_ret(copy2d(dst, dpitch, src, spitch, width, height, kind, NULL, 0, 0));
+}
+cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch,
+                              size_t width, size_t height, enum cudaMemcpyKind kind) {
+  return ferry_ret(copy2d(dst, dpitch, src, spitch, width, height, kind, NULL, 1, 0));
+}
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                              size_t width, size_t height, enum cudaMemcpyKind kind,
+                              cudaStream_t stream) {
+  return ferry_ret(copy2d(dst, dpitch, src, spitch, width, height, kind, stream, 0, 1));
+}
+cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                   size_t width, size_t height, enum cudaMemcpyKind kind,
+                                   cudaStream_t stream) {
+  return ferry_ret(copy2d(dst, dpitch, src, spitch, width, height, kind, stream, 1, 1));
+}
+
+/* ---- sets ---- */
+static int set2d(void *dst, size_t pitch, int value, size_t width, size_t height,
+                 cudaStream_t stream, int per_thread) {
+  int rc = ferry_ensure_init();
+  if (rc) return rc;
+  if (width == 0 || height == 0) return 0;
+  if (width > pitch && height > 1) return cudaErrorInvalidPitchValue;
+  struct ferry_vgpu *v;
+  uint32_t sid;
+  if ((rc = device_side(dst, pitch * (height - 1) + width, &v)) ||
+      (rc = stream_id_for(v, stream, per_thread, &sid)))
+    return rc;
+  if (height == 1) {
+    struct ferry_memset_args a = {(uint64_t)(uintptr_t)dst, (uint32_t)value & 0xff, width, sid};
+    return ferry_call(v, FERRY_CALL_memset, &a, NULL, NULL);
+  }
+  struct ferry_memset2d_args a = {(uint64_t)(uintptr_t)dst, pitch, (uint32_t)value & 0xff, width,
+                                  height, sid};
+  return ferry_call(v, FERRY_CALL_memset2d, &a, NULL, NULL);
+}
+
+cudaError_t cudaMemset(void *dst, int value, size_t count) {
+  return ferry_ret(set2d(dst, count, value, count, 1, NULL, 0));
+}
+cudaError_t cudaMemset_ptds(void *dst, int value, size_t count) {
+  return ferry_ret(set2d(dst, count, value, count, 1, NULL, 1));
+}
+cudaError_t cudaMemsetAsync(void *dst, int value, size_t count, cudaStream_t stream) {
+  return ferry_ret(set2d(dst, count, value, count, 1, stream, 0));
+}
+cudaError_t cudaMemsetAsync_ptsz(void *dst, int value, size_t count, cudaStream_t stream) {
+  return ferry_ret(set2d(dst, count, value, count, 1, stream, 1));
+}
+cudaError_t cudaMemset2D(void *dst, size_t pitch, int value, size_t width, size_t height) {
+  return ferry_ret(set2d(dst, pitch, value, width, height, NULL, 0));
+}
+cudaError_t cudaMemset2D_ptds(void *dst, size_t pitch, int value, size_t width, size_t height) {
+  return ferry_ret(set2d(dst, pitch, value, width, height, NULL, 1));
+}
+cudaError_t cudaMemset2DAsync(void *dst, size_t pitch, int value, size_t width, size_t height,
+                              cudaStream_t stream) {
+  return ferry_ret(set2d(dst, pitch, value, width, height, stream, 0));
+}
+cudaError_t cudaMemset2DAsync_ptsz(void *dst, size_t pitch, int value, size_t width,
+                                   size_t height, cudaStream_t stream) {
+  return ferry_ret(set2d(dst, pitch, value, width, height, stream, 1));
+}
+
+/* ---- symbols ---- */
+int ferry_symbol_address_taken; /* a migration cannot keep these (issue 3) */
+
+static int symbol_range(const void *symbol, size_t count, size_t offset, uint64_t *addr) {
+  int err;
+  struct ferry_vgpu *v = ferry_current(&err);
+  if (!v) return err;
+  uint64_t size;
+  int rc = ferry_symbol_lookup(symbol, v, addr, &size);
+  if (rc) return rc;
+  if (offset > size || count > size - offset) return cudaErrorInvalidValue;
+  *addr += offset;
+  return 0;
+}
+
+static int to_symbol(const void *symbol, const void *src, size_t count, size_t offset,
+                     enum cudaMemcpyKind kind, cudaStream_t stream, int per_thread, int async) {
+  if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+    return cudaErrorInvalidMemcpyDirection;
+  uint64_t addr;
+  int rc = symbol_range(symbol, count, offset, &addr);
+  if (rc) return rc;
+  if (kind == cudaMemcpyDefault) kind = ferry_vgpu_of(src) ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice;
+  return copy((void *)(uintptr_t)addr, src, count, kind, stream, per_thread, async);
+}
+
+static int from_symbol(void *dst, const void *symbol, size_t count, size_t offset,
+                       enum cudaMemcpyKind kind, cudaStream_t stream, int per_thread, int async) {
+  if (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+    return cudaErrorInvalidMemcpyDirection;
+  uint64_t addr;
+  int rc = symbol_range(symbol, count, offset, &addr);
+  if (rc) return rc;
+  if (kind == cudaMemcpyDefault) kind = ferry_vgpu_of(dst) ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost;
+  return copy(dst, (const void *)(uintptr_t)addr, count, kind, stream, per_thread, async);
+}
+
+cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count, size_t offset,
+                               enum cudaMemcpyKind kind) {
+  return ferry_ret(to_symbol(symbol, src, count, offset, kind, NULL, 0, 0));
+}
+cudaError_t cudaMemcpyToSymbol_ptds(const void *symbol, const void *src, size_t count,
+                                    size_t offset, enum cudaMemcpyKind kind) {
+  return ferry_ret(to_symbol(symbol, src, count, offset, kind, NULL, 1, 0));
+}
+cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t count,
+                                    size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return ferry_ret(to_symbol(symbol, src, count, offset, kind, stream, 0, 1));
+}
+cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void *symbol, const void *src, size_t count,
+                                         size_t offset, enum cudaMemcpyKind kind,
+                                         cudaStream_t stream) {
+  return ferry_ret(to_symbol(symbol, src, count, offset, kind, stream, 1, 1));
+}
+cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count, size_t offset,
+                                 enum cudaMemcpyKind kind) {
+  return ferry_ret(from_symbol(dst, symbol, count, offset, kind, NULL, 0, 0));
+}
+cudaError_t cudaMemcpyFromSymbol_ptds(void *dst, const void *symbol, size_t count, size_t offset,
+                                      enum cudaMemcpyKind kind) {
+  return ferry_ret(from_symbol(dst, symbol, count, offset, kind, NULL, 1, 0));
+}
+cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, size_t count, size_t offset,
+                                      enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return ferry_ret(from_symbol(dst, symbol, count, offset, kind, stream, 0, 1));
+}
+cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void *dst, const void *symbol, size_t count,
+                                           size_t offset, enum cudaMemcpyKind kind,
+                                           cudaStream_t stream) {
+  return ferry_ret(from_symbol(dst, symbol, count, offset, kind, stream, 1, 1));
+}
+
+cudaError_t cudaGetSymbolAddress(void **ptr, const void *symbol) {
+  if (!ptr) return ferry_ret(cudaErrorInvalidValue);
+  uint64_t addr;
+  int rc = symbol_range(symbol, 0, 0, &addr);
+  if (rc) return ferry_ret(rc);
+  ferry_symbol_address_taken = 1;
+  *ptr = (void *)(uintptr_t)addr;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetSymbolSize(size_t *size, const void *symbol) {
+  if (!size) return ferry_ret(cudaErrorInvalidValue);
+  int err;
+  struct ferry_vgpu *v = ferry_current(&err);
+  if (!v) return ferry_ret(err);
+  uint64_t addr, sz;
+  int rc = ferry_symbol_lookup(symbol, v, &addr, &sz);
+  if (!rc) *size = sz;
+  return ferry_ret(rc);
+}
+
+/* ---- pointer queries ---- */
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *ptr) {
+  if (!attr) return ferry_ret(cudaErrorInvalidValue);
+  int rc = ferry_ensure_init();
+  if (rc) return ferry_ret(rc);
+  memset(attr, 0, sizeof *attr);
+  attr->type = cudaMemoryTypeUnregistered;
+  attr->device = -2; /* what CUDA reports for unregistered host memory */
+  struct ferry_vgpu *v = ferry_vgpu_of(ptr);
+  struct host_block b;
+  if (v) {
+    pthread_mutex_lock(&v->arena_lock);
+    int live = ferry_arena_find(&v->arena, (uint64_t)(uintptr_t)ptr) != NULL;
+    pthread_mutex_unlock(&v->arena_lock);
+    if (!live) return ferry_ret(cudaErrorInvalidValue);
+    attr->type = cudaMemoryTypeDevice;
+    attr->device = v->index;
+    attr->devicePointer = (void *)ptr;
+  } else if (host_find(ptr, &b)) {
+    attr->type = cudaMemoryTypeHost;
+    attr->device = ferry_thread()->device;
+    attr->hostPointer = (void *)ptr;
+  }
+  return cudaSuccess;
+}

@@ -1,0 +1,356 @@
+/*
+ * The remote call path: frames out, replies in. ASYNC calls are appended
+ * to a per-vGPU buffer and pushed by a flusher thread, so a stream of
+ * kernel launches costs a memcpy each, not a system call each. SYNC calls
+ * flush everything before them (order is kept) and wait for their reply;
+ * DEFERRED and OUTPUT frames that precede a reply are handled on the way.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "shim.h"
+
+static pthread_mutex_t flusher_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t flusher_cond = PTHREAD_COND_INITIALIZER;
+static uint32_t flusher_pending; /* bit per vGPU */
+
+static __thread struct ferry_thread thread_state = {0, cudaSuccess, {0}};
+struct ferry_thread *ferry_thread(void) { return &thread_state; }
+
+static int lost(struct ferry_vgpu *v, const char *what) {
+  if (!v->dead) {
+    v->dead = 1;
+    ferry_log("lost connection to %s (device %d) while %s: %s", v->url_text, v->index, what,
+              errno ? strerror(errno) : "protocol error");
+  }
+  return cudaErrorDevicesUnavailable;
+}
+
+/* append header + msgpack body (+ small bulk) to b */
+static int append_frame(struct ferry_buf *b, unsigned call, const void *args, const void *bulk,
+                        uint64_t bulk_len, int bulk_inline) {
+  size_t start = b->len;
+  if (ferry_buf_reserve(b, sizeof(struct ferry_frame))) return -1;
+  b->len += sizeof(struct ferry_frame);
+  if (ferry_encode_args(call, args, b)) {
+    b->len = start;
+    return -1;
+  }
+  struct ferry_frame h = {.magic = FERRY_MAGIC,
+                          .kind = (uint16_t)call,
+                          .body_len = (uint32_t)(b->len - start - sizeof h),
+                          .bulk_len = bulk_len};
+  memcpy(b->data + start, &h, sizeof h);
+  if (bulk_inline && bulk_len && ferry_buf_append(b, bulk, bulk_len)) {
+    b->len = start;
+    return -1;
+  }
+  return 0;
+}
+
+/* called with send_lock held; returns with send_lock released. Writes the
+   buffered frames and then `extra` (a large bulk payload) in one go. */
+static int send_locked(struct ferry_vgpu *v, const void *extra, uint64_t extra_len) {
+  pthread_mutex_lock(&v->sock_lock);
+  struct ferry_buf out = v->sendbuf;
+  v->sendbuf = (struct ferry_buf){0};
+  v->flush_pending = 0;
+  pthread_mutex_unlock(&v->send_lock);
+
+  int rc = 0;
+  if (!v->dead && (out.len || extra_len)) {
+    struct iovec iov[2];
+    int n = 0;
+    if (out.len) iov[n++] = (struct iovec){out.data, out.len};
+    if (extra_len) iov[n++] = (struct iovec){(void *)extra, extra_len};
+    errno = 0;
+    if (ferry_sendv(v->conn, iov, n)) rc = lost(v, "sending");
+  } else if (v->dead) {
+    rc = cudaErrorDevicesUnavailable;
+  }
+  out.len = 0;
+  /* give the storage back unless the appenders already made a new one */
+  pthread_mutex_lock(&v->send_lock);
+  if (!v->sendbuf.data) {
+    out.len = v->sendbuf.len; /* 0 */
+    v->sendbuf = out;
+  } else {
+    ferry_buf_free(&out);
+  }
+  pthread_mutex_unlock(&v->send_lock);
+  pthread_mutex_unlock(&v->sock_lock);
+  return rc;
+}
+
+int ferry_flush(struct ferry_vgpu *v) {
+  pthread_mutex_lock(&v->send_lock);
+  if (!v->sendbuf.len) {
+    pthread_mutex_unlock(&v->send_lock);
+    return v->dead ? cudaErrorDevicesUnavailable : 0;
+  }
+  return send_locked(v, NULL, 0);
+}
+
+static void *flusher_main(void *arg) {
+  (void)arg;
+  for (;;) {
+    pthread_mutex_lock(&flusher_lock);
+    while (!flusher_pending) pthread_cond_wait(&flusher_cond, &flusher_lock);
+    uint32_t pending = flusher_pending;
+    flusher_pending = 0;
+    pthread_mutex_unlock(&flusher_lock);
+    for (int i = 0; i < FERRY_MAX_VGPUS; i++)
+      if (pending & (1u << i)) ferry_flush(&ferry.vgpus[i]);
+  }
+  return NULL;
+}
+
+void ferry_start_flusher(void) {
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  /* the flusher must not receive the program's signals */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  if (pthread_create(&t, &attr, flusher_main, NULL))
+    ferry_log("cannot start the flusher thread; asynchronous calls will be sent at the next "
+              "synchronizing call");
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
+}
+
+static int call_async(struct ferry_vgpu *v, unsigned call, const void *args,
+                      const struct ferry_bulk *bulk) {
+  const void *in = bulk ? bulk->in : NULL;
+  uint64_t in_len = bulk ? bulk->in_len : 0;
+  int inline_bulk = in_len <= FERRY_ASYNC_BULK_INLINE;
+  pthread_mutex_lock(&v->send_lock);
+  if (v->dead) {
+    pthread_mutex_unlock(&v->send_lock);
+    return cudaErrorDevicesUnavailable;
+  }
+  if (append_frame(&v->sendbuf, call, args, in, in_len, inline_bulk)) {
+    pthread_mutex_unlock(&v->send_lock);
+    return cudaErrorMemoryAllocation;
+  }
+  if (!inline_bulk) return send_locked(v, in, in_len);
+  if (v->sendbuf.len >= 256 * 1024) return send_locked(v, NULL, 0);
+  int wake = !v->flush_pending;
+  v->flush_pending = 1;
+  pthread_mutex_unlock(&v->send_lock);
+  if (wake) {
+    pthread_mutex_lock(&flusher_lock);
+    flusher_pending |= 1u << v->index;
+    pthread_cond_signal(&flusher_cond);
+    pthread_mutex_unlock(&flusher_lock);
+  }
+  return 0;
+}
+
+uint64_t ferry_defer(struct ferry_vgpu *v, void *dst, uint64_t size) {
+  pthread_mutex_lock(&v->send_lock);
+  uint64_t token = 0;
+  if (v->ndeferred == v->deferred_cap) {
+    size_t cap = v->deferred_cap ? v->deferred_cap * 2 : 16;
+    struct ferry_deferred *d = realloc(v->deferred, cap * sizeof *d);
+    if (!d) goto out;
+    v->deferred = d;
+    v->deferred_cap = cap;
+  }
+  token = ++v->next_token;
+  v->deferred[v->ndeferred++] = (struct ferry_deferred){token, dst, size};
+out:
+  pthread_mutex_unlock(&v->send_lock);
+  return token;
+}
+
+static int take_deferred(struct ferry_vgpu *v, uint64_t token, struct ferry_deferred *out) {
+  int found = 0;
+  pthread_mutex_lock(&v->send_lock);
+  for (size_t i = 0; i < v->ndeferred; i++) {
+    if (v->deferred[i].token != token) continue;
+    *out = v->deferred[i];
+    v->deferred[i] = v->deferred[--v->ndeferred];
+    found = 1;
+    break;
+  }
+  pthread_mutex_unlock(&v->send_lock);
+  return found;
+}
+
+static int discard(struct ferry_vgpu *v, uint64_t n) {
+  char scratch[4096];
+  while (n) {
+    size_t k = n < sizeof scratch ? n : sizeof scratch;
+    if (ferry_recv_all(v->conn, scratch, k)) return -1;
+    n -= k;
+  }
+  return 0;
+}
+
+/* reads a body into the thread's reply buffer */
+static int read_body(struct ferry_vgpu *v, uint32_t len) {
+  struct ferry_buf *b = &ferry_thread()->reply;
+  b->len = 0;
+  if (len > FERRY_MAX_BODY || ferry_buf_reserve(b, len + 1)) return -1;
+  if (len && ferry_recv_all(v->conn, b->data, len)) return -1;
+  b->len = len;
+  b->data[len] = '\0';
+  return 0;
+}
+
+/* body is msgpack [x]; returns the object x */
+static int first_item(const struct ferry_buf *b, msgpack_zone *z, msgpack_object *item) {
+  size_t off = 0;
+  msgpack_object o;
+  if (msgpack_unpack(b->data, b->len, &off, z, &o) != MSGPACK_UNPACK_SUCCESS) return -1;
+  if (o.type != MSGPACK_OBJECT_ARRAY || o.via.array.size < 1) return -1;
+  *item = o.via.array.ptr[0];
+  return 0;
+}
+
+static int on_deferred(struct ferry_vgpu *v, const struct ferry_frame *h) {
+  if (read_body(v, h->body_len)) return -1;
+  msgpack_zone z;
+  msgpack_zone_init(&z, 256);
+  msgpack_object token;
+  int ok = !first_item(&ferry_thread()->reply, &z, &token) &&
+           token.type == MSGPACK_OBJECT_POSITIVE_INTEGER;
+  uint64_t t = ok ? token.via.u64 : 0;
+  msgpack_zone_destroy(&z);
+  if (!ok) return -1;
+  struct ferry_deferred d;
+  if (!take_deferred(v, t, &d) || d.size != h->bulk_len) {
+    ferry_log("server sent data for an unknown asynchronous copy (token %llu); ignored",
+              (unsigned long long)t);
+    return discard(v, h->bulk_len);
+  }
+  return ferry_recv_all(v->conn, d.dst, d.size);
+}
+
+static int on_output(struct ferry_vgpu *v, const struct ferry_frame *h) {
+  if (read_body(v, h->body_len)) return -1;
+  char chunk[16384];
+  uint64_t left = h->bulk_len;
+  while (left) {
+    size_t k = left < sizeof chunk ? left : sizeof chunk;
+    if (ferry_recv_all(v->conn, chunk, k)) return -1;
+    fwrite(chunk, 1, k, stdout);
+    left -= k;
+  }
+  fflush(stdout);
+  return 0;
+}
+
+static void on_goodbye(struct ferry_vgpu *v, const struct ferry_frame *h) {
+  char reason[512] = "no reason given";
+  if (!read_body(v, h->body_len)) {
+    msgpack_zone z;
+    msgpack_zone_init(&z, 256);
+    msgpack_object s;
+    if (!first_item(&ferry_thread()->reply, &z, &s) && s.type == MSGPACK_OBJECT_STR) {
+      size_t n = s.via.str.size < sizeof reason - 1 ? s.via.str.size : sizeof reason - 1;
+      memcpy(reason, s.via.str.ptr, n);
+      reason[n] = '\0';
+      if (n && reason[n - 1] == '\0') n--;
+    }
+    msgpack_zone_destroy(&z);
+  }
+  if (!v->dead) ferry_log("%s (device %d): %s", v->url_text, v->index, reason);
+  v->dead = 1;
+}
+
+void ferry_read_goodbye(struct ferry_vgpu *v) {
+  struct ferry_frame h;
+  if (ferry_recv_all(v->conn, &h, sizeof h) == 0 && h.magic == FERRY_MAGIC &&
+      h.kind == FERRY_KIND_GOODBYE)
+    on_goodbye(v, &h);
+}
+
+/* reads frames until the reply of `call`; returns its cudaError_t */
+static int read_reply(struct ferry_vgpu *v, unsigned call, void *rets,
+                      const struct ferry_bulk *bulk) {
+  struct ferry_decoder dec;
+  for (;;) {
+    struct ferry_frame h;
+    errno = 0;
+    if (ferry_recv_all(v->conn, &h, sizeof h)) return lost(v, "waiting for a reply");
+    if (h.magic != FERRY_MAGIC) {
+      errno = 0;
+      return lost(v, "reading a reply (bad frame magic)");
+    }
+    switch (h.kind) {
+    case FERRY_KIND_DEFERRED:
+      if (on_deferred(v, &h)) return lost(v, "receiving asynchronous copy data");
+      continue;
+    case FERRY_KIND_OUTPUT:
+      if (on_output(v, &h)) return lost(v, "receiving device output");
+      continue;
+    case FERRY_KIND_GOODBYE:
+      on_goodbye(v, &h);
+      return cudaErrorDevicesUnavailable;
+    case FERRY_KIND_REPLY:
+      break;
+    default:
+      errno = 0;
+      return lost(v, "reading a reply (unexpected frame kind)");
+    }
+    if (read_body(v, h.body_len)) return lost(v, "reading a reply body");
+    int status = h.status;
+    if (h.bulk_len) {
+      void *dst = bulk ? bulk->out : NULL;
+      if (!dst || h.bulk_len > bulk->out_len) {
+        errno = 0;
+        return lost(v, "reading a reply (unexpected bulk data)");
+      }
+      int32_t final_status;
+      if (ferry_recv_all(v->conn, dst, h.bulk_len) ||
+          ferry_recv_all(v->conn, &final_status, sizeof final_status))
+        return lost(v, "receiving copy data");
+      if (final_status) status = final_status;
+    }
+    if (status == 0 && h.async_status) status = h.async_status;
+    if (rets && status == 0) {
+      ferry_decoder_init(&dec);
+      struct ferry_buf *b = &ferry_thread()->reply;
+      int bad = ferry_decode_rets(&dec, call, b->data, b->len, rets);
+      if (bad) ferry_log("malformed reply from %s: %s", v->url_text, dec.error);
+      ferry_decoder_destroy(&dec);
+      if (bad) {
+        v->dead = 1;
+        return cudaErrorDevicesUnavailable;
+      }
+    }
+    return status;
+  }
+}
+
+int ferry_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
+               const struct ferry_bulk *bulk) {
+  if (ferry_calls[call].flags & ASYNC) return call_async(v, call, args, bulk);
+  const void *in = bulk ? bulk->in : NULL;
+  uint64_t in_len = bulk ? bulk->in_len : 0;
+  int inline_bulk = in_len <= 64 * 1024;
+  pthread_mutex_lock(&v->call_lock);
+  pthread_mutex_lock(&v->send_lock);
+  if (v->dead) {
+    pthread_mutex_unlock(&v->send_lock);
+    pthread_mutex_unlock(&v->call_lock);
+    return cudaErrorDevicesUnavailable;
+  }
+  if (append_frame(&v->sendbuf, call, args, in, in_len, inline_bulk)) {
+    pthread_mutex_unlock(&v->send_lock);
+    pthread_mutex_unlock(&v->call_lock);
+    return cudaErrorMemoryAllocation;
+  }
+  int rc = send_locked(v, inline_bulk ? NULL : in, inline_bulk ? 0 : in_len);
+  if (!rc) rc = read_reply(v, call, rets, bulk);
+  pthread_mutex_unlock(&v->call_lock);
+  return rc;
+}

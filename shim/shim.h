@@ -1,0 +1,140 @@
+/*
+ * Internal state of the shim (ferry's libcudart.so.13): the virtual GPUs the
+ * program sees, per-thread CUDA state, and the helpers every API file uses.
+ */
+#ifndef FERRY_SHIM_H
+#define FERRY_SHIM_H
+
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "common/arena.h"
+#include "common/handles.h"
+#include "protocol/codec.h"
+#include "transport/transport.h"
+
+#define FERRY_MAX_VGPUS 16
+#define FERRY_ARENA_BASE 0x200000000000ull
+#define FERRY_ARENA_STRIDE 0x40000000000ull /* 4 TiB of address space per vGPU */
+#define FERRY_NATTRS_CLIENT 160
+#define FERRY_ASYNC_BULK_INLINE (256u * 1024u) /* async H2D up to this is copied and pipelined */
+
+/* where a migration would need to know what was handed out (issue 3) */
+struct ferry_deferred {
+  uint64_t token;
+  void *dst;
+  uint64_t size;
+};
+
+struct ferry_vgpu {
+  int index;
+  struct ferry_url url;
+  char url_text[300];
+  struct ferry_conn *conn;
+
+  /* outgoing frames: ASYNC calls are appended and flushed in batches */
+  pthread_mutex_t send_lock; /* protects sendbuf; taken before sock_lock */
+  pthread_mutex_t sock_lock; /* serialises writes to conn */
+  struct ferry_buf sendbuf;
+  int flush_pending;
+
+  pthread_mutex_t call_lock; /* one SYNC request/reply in flight */
+  int dead;                  /* connection lost: every call fails */
+
+  /* deferred device-to-host copies waiting for their data (under call_lock) */
+  struct ferry_deferred *deferred;
+  size_t ndeferred, deferred_cap;
+  uint64_t next_token;
+
+  /* device facts from hello */
+  char name[256];
+  uint64_t total_mem, granularity;
+  int driver_version;
+  unsigned char uuid[16];
+  int32_t attrs[FERRY_NATTRS_CLIENT];
+  struct cudaDeviceProp props;
+  unsigned device_flags;
+
+  pthread_mutex_t arena_lock;
+  struct ferry_arena arena;
+};
+
+struct ferry_state {
+  pthread_once_t once;
+  int init_error; /* cudaError_t every call returns when init failed */
+  int count;
+  struct ferry_vgpu vgpus[FERRY_MAX_VGPUS];
+  struct ferry_handles streams, events;
+};
+extern struct ferry_state ferry;
+
+struct ferry_thread {
+  int device;
+  cudaError_t last_error;
+  struct ferry_buf reply; /* body of the latest reply; rets point into it */
+};
+struct ferry_thread *ferry_thread(void);
+
+/* connects to every configured server on first use; 0 or a cudaError_t */
+int ferry_ensure_init(void);
+/* the current vGPU of this thread, or NULL with the error in *err */
+struct ferry_vgpu *ferry_current(int *err);
+
+/* sets the thread's last error (CUDA keeps the latest failure) and returns it */
+static inline cudaError_t ferry_ret(int err) {
+  if (err) ferry_thread()->last_error = (cudaError_t)err;
+  return (cudaError_t)err;
+}
+
+/* ---- remote calls (remote.c) ---- */
+struct ferry_bulk {
+  const void *in;
+  uint64_t in_len;
+  void *out; /* BULK_OUT: the reply's bytes land here */
+  uint64_t out_len;
+};
+/* SYNC calls wait for the reply and return its status (or the latched
+   async error); rets' str/blob fields stay valid until this thread's next
+   call. ASYNC calls return 0 unless the vGPU is dead. */
+int ferry_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
+               const struct ferry_bulk *bulk);
+/* push buffered ASYNC frames to the socket now */
+int ferry_flush(struct ferry_vgpu *v);
+/* register a host buffer that a later DEFERRED frame fills */
+uint64_t ferry_defer(struct ferry_vgpu *v, void *dst, uint64_t size);
+int ferry_connect_vgpu(struct ferry_vgpu *v);
+/* after a refused hello: read and print the server's reason */
+void ferry_read_goodbye(struct ferry_vgpu *v);
+void ferry_start_flusher(void);
+
+/* ---- streams and events (stream.c) ---- */
+struct ferry_stream {
+  int vgpu;
+  uint32_t id;
+  unsigned flags;
+  int priority;
+};
+/* resolves a cudaStream_t; *v is the stream's vGPU (the current one for the
+   default streams); per_thread: the API variant uses the per-thread stream */
+int ferry_stream_resolve(cudaStream_t s, int per_thread, struct ferry_vgpu **v, uint32_t *id);
+
+/* forget the streams and events of a vGPU (after cudaDeviceReset) */
+void ferry_streams_forget(int vgpu);
+
+/* ---- kernels and modules (module.c) ---- */
+struct ferry_kernel;
+int ferry_kernel_lookup(const void *func, struct ferry_kernel **k);
+int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
+                 cudaStream_t stream, int per_thread);
+int ferry_kernel_func_id(struct ferry_kernel *k, struct ferry_vgpu *v, uint32_t *func);
+/* device address and size of a __device__/__constant__ variable on v */
+int ferry_symbol_lookup(const void *symbol, struct ferry_vgpu *v, uint64_t *addr, uint64_t *size);
+/* forget which modules v has loaded (after cudaDeviceReset) */
+void ferry_modules_forget(int vgpu);
+
+/* ---- memory (memory.c) ---- */
+/* the vGPU whose arena holds p, or NULL (host memory) */
+struct ferry_vgpu *ferry_vgpu_of(const void *p);
+
+#endif
