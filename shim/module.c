@@ -10,13 +10,12 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "protocol/layout.h"
 #include "shim.h"
 
 #define FATBIN_WRAPPER_MAGIC 0x466243B1u
 #define FATBIN_CONTAINER_MAGIC 0xBA55ED50u
 #define KERNEL_MAGIC 0x4b524e4cu
-#define LAYOUT_ABSENT 0xffffffffu
-#define MAX_PARAM_BYTES (32u * 1024u)
 
 struct ferry_var {
   const void *host_var;
@@ -47,8 +46,7 @@ struct ferry_kernel {
   struct ferry_fatbin *fb;
   uint32_t index;
   int have_layout;
-  uint32_t nparams, param_bytes;
-  uint32_t *offsets, *sizes;
+  struct ferry_layout layout;
   unsigned char present[FERRY_MAX_VGPUS];
 };
 
@@ -228,43 +226,21 @@ static int names_blob(char **out, uint32_t *len, uint32_t n, const char *(*name_
 static const char *kernel_name(void *arr, uint32_t i) { return ((struct ferry_kernel **)arr)[i]->name; }
 static const char *var_name(void *arr, uint32_t i) { return ((struct ferry_var **)arr)[i]->name; }
 
-static int read_u32(const unsigned char **p, const unsigned char *end, uint32_t *v) {
-  if (end - *p < 4) return -1;
-  memcpy(v, *p, 4);
-  *p += 4;
-  return 0;
-}
-
 /* applies a module_load reply; fb->lock held */
 static int apply_layouts(struct ferry_fatbin *fb, int vi, ferry_blob funcs, ferry_blob vars) {
   const unsigned char *p = funcs.ptr, *end = p + funcs.len;
   for (uint32_t i = 0; i < fb->nkernels; i++) {
     struct ferry_kernel *k = fb->kernels[i];
-    uint32_t n;
-    if (read_u32(&p, end, &n)) return -1;
-    if (n == LAYOUT_ABSENT) continue;
-    if (n > 4096 || (size_t)(end - p) < (size_t)n * 8) return -1;
-    uint32_t *off = malloc((n ? n : 1) * sizeof *off), *sz = malloc((n ? n : 1) * sizeof *sz);
-    if (!off || !sz) {
-      free(off), free(sz);
-      return -1;
-    }
-    uint32_t bytes = 0;
-    for (uint32_t j = 0; j < n; j++) {
-      read_u32(&p, end, &off[j]);
-      read_u32(&p, end, &sz[j]);
-      if (off[j] + (uint64_t)sz[j] > MAX_PARAM_BYTES) {
-        free(off), free(sz);
-        return -1;
-      }
-      if (off[j] + sz[j] > bytes) bytes = off[j] + sz[j];
-    }
+    struct ferry_layout l;
+    int rc = ferry_layout_read(&p, end, &l);
+    if (rc < 0) return -1;
+    if (rc > 0) continue; /* not in this module's image for this GPU */
     if (!k->have_layout) {
-      k->offsets = off, k->sizes = sz, k->nparams = n, k->param_bytes = bytes;
+      k->layout = l;
       k->have_layout = 1;
     } else {
-      int same = k->nparams == n && !memcmp(k->offsets, off, n * 4) && !memcmp(k->sizes, sz, n * 4);
-      free(off), free(sz);
+      int same = ferry_layout_equal(&k->layout, &l);
+      ferry_layout_free(&l);
       if (!same) {
         ferry_log("kernel %s has a different parameter layout on device %d", k->name, vi);
         continue;
@@ -383,7 +359,7 @@ static int check_config(const struct ferry_vgpu *v, dim3 grid, dim3 block) {
   return 0;
 }
 
-static __thread unsigned char param_buf[MAX_PARAM_BYTES];
+static __thread unsigned char param_buf[FERRY_MAX_PARAM_BYTES];
 
 int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
                  cudaStream_t stream, int per_thread) {
@@ -398,15 +374,14 @@ int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, siz
   if ((err = check_config(v, grid, block))) return err;
   uint32_t func;
   if ((err = ferry_kernel_func_id(k, v, &func))) return err;
-  if (k->nparams && !args) return cudaErrorInvalidValue;
-  memset(param_buf, 0, k->param_bytes);
-  for (uint32_t i = 0; i < k->nparams; i++) memcpy(param_buf + k->offsets[i], args[i], k->sizes[i]);
+  if (k->layout.nparams && !args) return cudaErrorInvalidValue;
+  ferry_layout_pack(&k->layout, args, param_buf);
   if (shmem > UINT32_MAX) return cudaErrorInvalidValue;
   struct ferry_launch_args a = {.func = func,
                                 .gx = grid.x, .gy = grid.y, .gz = grid.z,
                                 .bx = block.x, .by = block.y, .bz = block.z,
                                 .shmem = (uint32_t)shmem,
                                 .stream = sid,
-                                .params = {param_buf, k->param_bytes}};
+                                .params = {param_buf, k->layout.bytes}};
   return ferry_call(v, FERRY_CALL_launch, &a, NULL, NULL);
 }

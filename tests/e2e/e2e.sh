@@ -1,0 +1,155 @@
+#!/bin/sh
+# End-to-end cases: a real nvcc-built program runs through ferry's shim,
+# over TCP on loopback, to a ferry-server using the CPU simulation.
+# usage: e2e.sh BUILD_DIR CASE
+set -u
+build=$(cd "$1" && pwd)
+case_name=$2
+apps=$build/tests/apps
+bin=$build/bin
+work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-e2e.XXXXXX")
+server_pid=
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+fail() {
+  echo "e2e $case_name: FAIL: $*"
+  for f in "$work"/*.log "$work"/*.out "$work"/*.err; do
+    [ -f "$f" ] && { echo "--- $f"; tail -n 40 "$f"; }
+  done
+  exit 1
+}
+
+start_server() {
+  "$bin/ferry-server" --listen tcp://127.0.0.1:0 --backend sim \
+    --sim-kernels "$apps/app_twins.so" "$@" 2>"$work/server.log" &
+  server_pid=$!
+  i=0
+  while [ $i -lt 100 ]; do
+    port=$(sed -n 's/.*listening on tcp:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server.log" | head -n 1)
+    [ -n "$port" ] && return 0
+    kill -0 "$server_pid" 2>/dev/null || fail "ferry-server did not start"
+    sleep 0.1
+    i=$((i + 1))
+  done
+  fail "ferry-server did not report its port"
+}
+
+# run NAME ARGS...: the app through `ferry run`, output in $work/NAME.out/.err
+run_app() {
+  name=$1
+  shift
+  timeout 120 "$bin/ferry" run -- "$apps/$name" "$@" >"$work/$name.out" 2>"$work/$name.err"
+  echo $?
+}
+
+expect_in() { grep -q -- "$2" "$work/$1" || fail "'$2' not found in $1"; }
+
+case $case_name in
+vecadd)
+  start_server
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+  rc=$(run_app vecadd 100000 5)
+  [ "$rc" = 0 ] || fail "vecadd exited $rc"
+  expect_in vecadd.out "PASSED"
+  expect_in vecadd.out "ferry CPU simulation"
+  ;;
+api_tour)
+  start_server
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+  rc=$(run_app api_tour)
+  [ "$rc" = 0 ] || fail "api_tour exited $rc"
+  expect_in api_tour.out " 0 failed"
+  expect_in api_tour.out "hello from the GPU, tag 42"
+  ;;
+unsupported)
+  start_server
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+  rc=$(run_app unsupported)
+  [ "$rc" = 0 ] || fail "unsupported exited $rc"
+  expect_in unsupported.out "PASSED"
+  n=$(grep -c "cudaMallocManaged is not supported" "$work/unsupported.err")
+  [ "$n" = 1 ] || fail "expected one warning for cudaMallocManaged, got $n"
+  expect_in unsupported.err "cudaGraphCreate is not supported"
+  ;;
+rcuda)
+  start_server
+  export RCUDA_DEVICE_COUNT=1 RCUDA_DEVICE_0=127.0.0.1@$port:0
+  rc=$(run_app vecadd 5000 3)
+  [ "$rc" = 0 ] || fail "vecadd over RCUDA_* variables exited $rc"
+  expect_in vecadd.out "PASSED"
+  ;;
+manual_library_path)
+  start_server
+  FERRY_DEVICES=tcp://127.0.0.1:$port/0 LD_LIBRARY_PATH=$build/lib \
+    timeout 60 "$apps/vecadd" 5000 2 >"$work/vecadd.out" 2>"$work/vecadd.err" || fail "vecadd failed"
+  expect_in vecadd.out "PASSED"
+  ;;
+two_devices)
+  start_server
+  # two vGPUs served by two sessions; api_tour runs on device 0, vecadd
+  # proves device 1 answers
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0,tcp://127.0.0.1:$port/0
+  rc=$(run_app api_tour)
+  [ "$rc" = 0 ] || fail "api_tour with two devices exited $rc"
+  ;;
+no_config)
+  unset FERRY_DEVICES RCUDA_DEVICE_COUNT
+  LD_LIBRARY_PATH=$build/lib timeout 30 "$apps/vecadd" 1000 1 >"$work/vecadd.out" 2>"$work/vecadd.err"
+  rc=$?
+  [ "$rc" != 0 ] || fail "vecadd succeeded without a device"
+  [ "$rc" != 124 ] || fail "vecadd hung"
+  expect_in vecadd.err "no remote GPU configured"
+  ;;
+no_server)
+  # a port nobody listens on: bind-and-close gives a free one
+  start_server
+  kill "$server_pid"; wait "$server_pid" 2>/dev/null; server_pid=
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+  start=$(date +%s)
+  rc=$(run_app vecadd 1000 1)
+  [ "$rc" != 0 ] || fail "vecadd succeeded without a server"
+  [ "$rc" != 124 ] || fail "vecadd hung"
+  [ $(( $(date +%s) - start )) -lt 20 ] || fail "took too long to fail"
+  expect_in vecadd.err "cannot reach"
+  expect_in vecadd.err "no CUDA-capable device"
+  ;;
+bad_gpu)
+  start_server
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/7
+  rc=$(run_app vecadd 1000 1)
+  [ "$rc" != 0 ] || fail "vecadd succeeded on GPU 7"
+  expect_in vecadd.err "out of range"
+  ;;
+server_killed)
+  start_server
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+  timeout 120 "$bin/ferry" run -- "$apps/long_run" 100000 5 >"$work/long_run.out" 2>"$work/long_run.err" &
+  app=$!
+  i=0
+  until grep -q running "$work/long_run.out" 2>/dev/null; do
+    sleep 0.1
+    i=$((i + 1))
+    [ $i -lt 300 ] || fail "long_run did not start"
+  done
+  sleep 0.5
+  # kill the whole server, sessions included
+  pkill -KILL -P "$server_pid" 2>/dev/null
+  kill -KILL "$server_pid" 2>/dev/null
+  wait "$server_pid" 2>/dev/null
+  server_pid=
+  wait "$app"
+  rc=$?
+  [ "$rc" = 3 ] || fail "long_run exited $rc, expected 3 (a CUDA error)"
+  expect_in long_run.out "CUDA error cudaErrorDevicesUnavailable"
+  expect_in long_run.out "next call: cudaErrorDevicesUnavailable"
+  expect_in long_run.err "lost connection"
+  ;;
+*)
+  fail "unknown case"
+  ;;
+esac
+echo "e2e $case_name: ok"

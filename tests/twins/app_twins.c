@@ -1,0 +1,131 @@
+/*
+ * CPU twins of the kernels in tests/apps, so the CPU simulation can run
+ * those programs in CI. Each entry gives the mangled name nvcc registers
+ * and the parameter layout the real cubin has (what cuFuncGetParamInfo
+ * reports on a GPU); the real-GPU runs check the same programs natively.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "sim/twin.h"
+#include "sim/twin_vars.h"
+
+#define ARG(type, off) FERRY_TWIN_ARG(type, params, off)
+
+static unsigned global_x(const struct ferry_twin_thread *t) {
+  return t->block_idx.x * t->block_dim.x + t->thread_idx.x;
+}
+
+/* vecAdd(const float *a, const float *b, float *c, int n) */
+static void vec_add(const struct ferry_twin_thread *t, const unsigned char *params) {
+  const float *a = ARG(const float *, 0), *b = ARG(const float *, 8);
+  float *c = ARG(float *, 16);
+  int n = ARG(int, 24);
+  unsigned i = global_x(t);
+  if ((int)i < n) c[i] = a[i] + b[i];
+}
+
+/* fill_index(int *out, int n, int base) */
+static void fill_index(const struct ferry_twin_thread *t, const unsigned char *params) {
+  int *out = ARG(int *, 0);
+  int n = ARG(int, 8), base = ARG(int, 12);
+  unsigned i = global_x(t);
+  if ((int)i < n) out[i] = base + (int)i;
+}
+
+/* scale(float *x, float s, int n) */
+static void scale(const struct ferry_twin_thread *t, const unsigned char *params) {
+  float *x = ARG(float *, 0);
+  float s = ARG(float, 8);
+  int n = ARG(int, 12);
+  unsigned i = global_x(t);
+  if ((int)i < n) x[i] *= s;
+}
+
+struct mixed {
+  char a;
+  double b;
+  int c;
+};
+
+/* mixed_params(double *out, float f, Mixed m, char c, double d) */
+static void mixed_params(const struct ferry_twin_thread *t, const unsigned char *params) {
+  (void)t;
+  double *out = ARG(double *, 0);
+  struct mixed m;
+  memcpy(&m, params + 16, sizeof m);
+  out[0] = ARG(float, 8);
+  out[1] = m.a;
+  out[2] = m.b;
+  out[3] = m.c;
+  out[4] = ARG(char, 40);
+  out[5] = ARG(double, 48);
+}
+
+/* big_param(const __grid_constant__ BigParam p, int *out), p is 32000 bytes */
+static void big_param(const struct ferry_twin_thread *t, const unsigned char *params) {
+  int *out = ARG(int *, 32000);
+  unsigned i = global_x(t);
+  if (i < 8000) out[i] = ARG(int, 4 * i);
+}
+
+/* read_symbols(float *out): reads __constant__ coeffs and __device__ dev_value */
+static void read_symbols(const struct ferry_twin_thread *t, const unsigned char *params) {
+  float *out = ARG(float *, 0);
+  const float *coeffs = t->global ? t->global(t, "coeffs") : NULL;
+  int *dev_value = t->global ? t->global(t, "dev_value") : NULL;
+  if (!coeffs || !dev_value) return;
+  unsigned i = t->thread_idx.x;
+  if (i < 4) out[i] = coeffs[i] * (float)*dev_value;
+}
+
+/* the increment of read_symbols happens after all reads, like one warp on a GPU */
+static void read_symbols_block(const struct ferry_twin_thread *t, const unsigned char *params) {
+  struct ferry_twin_thread each = *t;
+  for (unsigned x = 0; x < t->block_dim.x; x++) {
+    each.thread_idx.x = x;
+    read_symbols(&each, params);
+  }
+  int *dev_value = t->global ? t->global(t, "dev_value") : NULL;
+  if (dev_value) *dev_value += 1;
+}
+
+/* say_hello(int tag) */
+static void say_hello(const struct ferry_twin_thread *t, const unsigned char *params) {
+  (void)t;
+  printf("hello from the GPU, tag %d\n", ARG(int, 0));
+}
+
+/* add_one<int>(int *x, int n) */
+static void add_one_int(const struct ferry_twin_thread *t, const unsigned char *params) {
+  int *x = ARG(int *, 0);
+  int n = ARG(int, 8);
+  unsigned i = global_x(t);
+  if ((int)i < n) x[i] += 1;
+}
+
+/* spin(int *flag, long iterations): the long-running kernel of tests/apps/long_run.cu */
+static void spin(const struct ferry_twin_thread *t, const unsigned char *params) {
+  (void)t;
+  int *counter = ARG(int *, 0);
+  *counter += 1;
+}
+
+const struct ferry_twin ferry_twins[] = {
+    {"_Z6vecAddPKfS0_Pfi", vec_add, 0, 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}},
+    {"fill_index", fill_index, 0, 3, {{0, 8}, {8, 4}, {12, 4}}},
+    {"_Z5scalePffi", scale, 0, 3, {{0, 8}, {8, 4}, {12, 4}}},
+    {"_Z12mixed_paramsPdf5Mixedcd", mixed_params, 0, 5, {{0, 8}, {8, 4}, {16, 24}, {40, 1}, {48, 8}}},
+    {"_Z9big_param8BigParamPi", big_param, 0, 2, {{0, 32000}, {32000, 8}}},
+    {"_Z12read_symbolsPf", read_symbols_block, 1, 1, {{0, 8}}},
+    {"_Z9say_helloi", say_hello, 0, 1, {{0, 4}}},
+    {"_Z7add_oneIiEvPT_i", add_one_int, 0, 2, {{0, 8}, {8, 4}}},
+    {"_Z4spinPi", spin, 0, 1, {{0, 8}}},
+    {NULL, NULL, 0, 0, {{0, 0}}},
+};
+
+const struct ferry_twin_var ferry_twin_vars[] = {
+    {"dev_value", sizeof(int)},
+    {"coeffs", 4 * sizeof(float)},
+    {NULL, 0},
+};
