@@ -19,6 +19,10 @@ struct ferry_twin_dim {
 struct ferry_twin_thread {
   struct ferry_twin_dim grid_dim, block_dim, block_idx, thread_idx;
   void *dynamic_shared; /* this block's dynamic shared memory */
+  /* the address of a __device__/__constant__ variable (ferry_twin_vars) of
+     the launching module, or NULL: twins reach module globals through it */
+  void *(*global)(const struct ferry_twin_thread *t, const char *name);
+  const void *module; /* private to the simulation */
 };
 
 typedef void (*ferry_twin_fn)(const struct ferry_twin_thread *t, const unsigned char *params);
