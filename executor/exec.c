@@ -1,0 +1,316 @@
+/*
+ * The executor's session: opening (primary context, the client's arena at
+ * its exact address), closing, the hello facts, and the dispatch table
+ * that runs one decoded call and latches the errors of ASYNC calls.
+ */
+#include "executor/exec_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+
+/* CUresult values that have a cudaError_t of the same number and meaning */
+static const int same_code[] = {
+    0,   1,   2,   3,   4,   5,   6,   7,   8,   34,  36,  46,  100, 101, 102, 200, 201, 205,
+    206, 207, 208, 209, 210, 211, 212, 213, 214, 215, 216, 217, 218, 219, 220, 221, 222, 223,
+    224, 225, 226, 300, 301, 302, 303, 304, 400, 401, 402, 500, 600, 700, 701, 702, 703, 704,
+    705, 708, 709, 710, 711, 712, 713, 714, 715, 716, 717, 718, 719, 720, 721, 800, 801, 802,
+    803, 804, 805, 806, 807, 808, 809, 810, 811, 812, 900, 901, 902, 903, 904, 905, 906, 907,
+    908, 909, 910, 911, 912, 913, 914, 915, 999};
+
+int ferry_cuda_error_from_cu(int cu_result) {
+  switch (cu_result) {
+  /* no runtime counterpart: the nearest meaning */
+  case CUDA_ERROR_CONTEXT_ALREADY_CURRENT: return EXEC_INVALID_VALUE;
+  case CUDA_ERROR_KEY_ROTATION: return EXEC_UNKNOWN;
+  default: break;
+  }
+  for (size_t i = 0; i < sizeof same_code / sizeof same_code[0]; i++)
+    if (same_code[i] == cu_result)
+      return cu_result;
+  return EXEC_UNKNOWN;
+}
+
+void *exec_ret_alloc(struct ferry_exec *ex, int slot, size_t n) {
+  free(ex->ret_buf[slot]);
+  ex->ret_buf[slot] = malloc(n ? n : 1);
+  return ex->ret_buf[slot];
+}
+
+int exec_reserve_arena(struct ferry_exec *ex, char *err, size_t errlen) {
+  CUdeviceptr got = 0;
+  CUresult r = ex->d->MemAddressReserve(&got, ex->arena_size, 0, ex->arena_base, 0);
+  if (r != CUDA_SUCCESS) {
+    snprintf(err, errlen, "cannot reserve the device arena at 0x%llx (%llu bytes): CUresult %d",
+             (unsigned long long)ex->arena_base, (unsigned long long)ex->arena_size, (int)r);
+    return -1;
+  }
+  if (got != ex->arena_base) {
+    /* device pointers must equal the client's: never relocate */
+    ex->d->MemAddressFree(got, ex->arena_size);
+    snprintf(err, errlen,
+             "cannot reserve the device arena at 0x%llx (%llu bytes): the driver placed it at "
+             "0x%llx, so that range is already in use in the server process",
+             (unsigned long long)ex->arena_base, (unsigned long long)ex->arena_size,
+             (unsigned long long)got);
+    return -1;
+  }
+  ex->arena_ok = 1;
+  return 0;
+}
+
+struct ferry_exec *ferry_exec_open(const struct ferry_driver *drv, unsigned gpu,
+                                   uint64_t arena_base, uint64_t arena_size, char *err,
+                                   size_t errlen) {
+  CUresult r;
+  int count = 0;
+  if ((r = drv->Init(0)) != CUDA_SUCCESS) {
+    snprintf(err, errlen, "cuInit failed (%d): no usable GPU driver", (int)r);
+    return NULL;
+  }
+  if ((r = drv->DeviceGetCount(&count)) != CUDA_SUCCESS) {
+    snprintf(err, errlen, "cuDeviceGetCount failed (%d)", (int)r);
+    return NULL;
+  }
+  if (gpu >= (unsigned)count) {
+    snprintf(err, errlen, "GPU %u out of range: this server has %d GPU(s)", gpu, count);
+    return NULL;
+  }
+  struct ferry_exec *ex = calloc(1, sizeof *ex);
+  if (!ex) {
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  ex->d = drv;
+  ex->gpu = gpu;
+  ex->arena_base = arena_base;
+  ex->arena_size = arena_size;
+  if ((r = drv->DeviceGet(&ex->dev, (int)gpu)) != CUDA_SUCCESS ||
+      (r = drv->DevicePrimaryCtxRetain(&ex->ctx, ex->dev)) != CUDA_SUCCESS) {
+    snprintf(err, errlen, "cannot open GPU %u (%d)", gpu, (int)r);
+    free(ex);
+    return NULL;
+  }
+  CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                              .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = ex->dev}};
+  if ((r = drv->CtxSetCurrent(ex->ctx)) != CUDA_SUCCESS ||
+      (r = drv->MemGetAllocationGranularity(&ex->gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM)) !=
+          CUDA_SUCCESS) {
+    snprintf(err, errlen, "GPU %u: no virtual memory management support (%d)", gpu, (int)r);
+    goto fail;
+  }
+  if (arena_size == 0 || arena_base % ex->gran || arena_size % ex->gran ||
+      arena_base + arena_size < arena_base) {
+    snprintf(err, errlen, "arena 0x%llx + %llu bytes is not aligned to the GPU's %zu-byte granularity",
+             (unsigned long long)arena_base, (unsigned long long)arena_size, ex->gran);
+    goto fail;
+  }
+  if (exec_reserve_arena(ex, err, errlen))
+    goto fail;
+  return ex;
+fail:
+  drv->DevicePrimaryCtxRelease(ex->dev);
+  free(ex);
+  return NULL;
+}
+
+static void free_all(struct ferry_exec *ex, int driver_ok) {
+  exec_fail_pending(ex, driver_ok);
+  exec_free_staging(ex, driver_ok);
+  exec_free_modules(ex, driver_ok);
+  exec_free_streams_events(ex, driver_ok);
+  exec_free_memory(ex, driver_ok);
+}
+
+void ferry_exec_close(struct ferry_exec *ex) {
+  if (!ex)
+    return;
+  const struct ferry_driver *d = ex->d;
+  d->CtxSetCurrent(ex->ctx);
+  /* after a sticky error nothing can be freed one by one: reset instead */
+  int ok = d->CtxSynchronize() == CUDA_SUCCESS;
+  free_all(ex, ok);
+  while (ex->pend_head) { /* nobody will collect them now */
+    struct exec_pending *p = ex->pend_head;
+    ex->pend_head = p->next;
+    free(p);
+  }
+  if (!ok)
+    d->DevicePrimaryCtxReset(ex->dev);
+  d->DevicePrimaryCtxRelease(ex->dev);
+  d->CtxSetCurrent(NULL);
+  free(ex->ret_buf[0]);
+  free(ex->ret_buf[1]);
+  free(ex->param_buf);
+  free(ex->param_ptrs);
+  free(ex->maps);
+  free(ex->streams);
+  free(ex->events);
+  free(ex->mods);
+  free(ex);
+}
+
+int ferry_exec_describe(struct ferry_exec *ex, struct ferry_hello_rets *r, char *name_buf,
+                        size_t name_len, int32_t *attrs, unsigned nattrs, uint8_t uuid[16]) {
+  const struct ferry_driver *d = ex->d;
+  CUresult res;
+  size_t total = 0;
+  int version = 0;
+  CUuuid id;
+  memset(r, 0, sizeof *r);
+  if (name_len == 0)
+    return EXEC_INVALID_VALUE;
+  name_buf[0] = '\0';
+  if ((res = d->DeviceGetName(name_buf, (int)(name_len > 0x7fffffff ? 0x7fffffff : name_len),
+                              ex->dev)) ||
+      (res = d->DeviceTotalMem(&total, ex->dev)) || (res = d->DriverGetVersion(&version)) ||
+      (res = d->DeviceGetUuid(&id, ex->dev)))
+    return CU(res);
+  memcpy(uuid, id.bytes, 16);
+  for (unsigned i = 0; i < nattrs; i++) {
+    int v = 0;
+    if (i == 0 || d->DeviceGetAttribute(&v, (CUdevice_attribute)i, ex->dev) != CUDA_SUCCESS)
+      v = 0;
+    attrs[i] = v;
+  }
+  r->name = name_buf;
+  r->total_mem = total;
+  r->granularity = ex->gran;
+  r->driver_version = version;
+  r->uuid = (ferry_blob){uuid, 16};
+  r->attrs = (ferry_blob){attrs, nattrs * (uint32_t)sizeof(int32_t)};
+  return EXEC_OK;
+}
+
+int ferry_x_hello(struct ferry_exec *ex, const struct ferry_hello_args *a,
+                  struct ferry_hello_rets *r, struct ferry_io *io) {
+  (void)ex, (void)a, (void)r, (void)io;
+  return EXEC_INVALID_VALUE; /* the server answers hello with ferry_exec_describe */
+}
+
+/* calling through the exact type: one thunk per call */
+typedef int (*exec_handler)(struct ferry_exec *, const void *, void *, struct ferry_io *);
+#define FERRY_CALL(name, flags, args, rets)                                                    \
+  static int thunk_##name(struct ferry_exec *ex, const void *a, void *r, struct ferry_io *io) { \
+    return ferry_x_##name(ex, a, r, io);                                                       \
+  }
+#include "protocol/calls.def"
+#undef FERRY_CALL
+
+static const exec_handler handlers[FERRY_CALL_COUNT] = {
+#define FERRY_CALL(name, flags, args, rets) [FERRY_CALL_##name] = thunk_##name,
+#include "protocol/calls.def"
+#undef FERRY_CALL
+};
+
+int ferry_exec_call(struct ferry_exec *ex, unsigned call, const void *args, void *rets,
+                    struct ferry_io *io) {
+  if (!ferry_call_valid(call))
+    return EXEC_INVALID_VALUE;
+  free(ex->ret_buf[0]);
+  free(ex->ret_buf[1]);
+  ex->ret_buf[0] = ex->ret_buf[1] = NULL;
+  static struct ferry_io no_io;
+  int rc = handlers[call](ex, args, rets, io ? io : &no_io);
+  if ((ferry_calls[call].flags & ASYNC) && rc != EXEC_OK && ex->latched == EXEC_OK)
+    ex->latched = rc;
+  if (rc != EXEC_OK && ferry_debug_enabled())
+    ferry_debug("%s failed with cudaError %d", ferry_calls[call].name, rc);
+  return rc;
+}
+
+int ferry_exec_take_async_error(struct ferry_exec *ex) {
+  int rc = ex->latched;
+  ex->latched = EXEC_OK;
+  return rc;
+}
+
+/* ---- device-wide calls ---- */
+
+int ferry_x_device_synchronize(struct ferry_exec *ex, const struct ferry_device_synchronize_args *a,
+                               struct ferry_device_synchronize_rets *r, struct ferry_io *io) {
+  (void)a, (void)r, (void)io;
+  return CU(ex->d->CtxSynchronize());
+}
+
+int ferry_x_device_reset(struct ferry_exec *ex, const struct ferry_device_reset_args *a,
+                         struct ferry_device_reset_rets *r, struct ferry_io *io) {
+  (void)a, (void)r, (void)io;
+  const struct ferry_driver *d = ex->d;
+  free_all(ex, d->CtxSynchronize() == CUDA_SUCCESS);
+  CUresult res = d->DevicePrimaryCtxReset(ex->dev);
+  if (res != CUDA_SUCCESS)
+    return CU(res);
+  /* like cudaDeviceReset: errors of earlier work are gone with it */
+  ex->latched = EXEC_OK;
+  d->DevicePrimaryCtxRelease(ex->dev);
+  if ((res = d->DevicePrimaryCtxRetain(&ex->ctx, ex->dev)) != CUDA_SUCCESS ||
+      (res = d->CtxSetCurrent(ex->ctx)) != CUDA_SUCCESS) {
+    ferry_log("GPU %u: cannot re-open the primary context after a reset (%d)", ex->gpu, (int)res);
+    return CU(res);
+  }
+  char err[256];
+  if (exec_reserve_arena(ex, err, sizeof err)) {
+    ferry_log("GPU %u after reset: %s", ex->gpu, err);
+    return EXEC_MEMORY_ALLOCATION;
+  }
+  return EXEC_OK;
+}
+
+int ferry_x_set_device_flags(struct ferry_exec *ex, const struct ferry_set_device_flags_args *a,
+                             struct ferry_set_device_flags_rets *r, struct ferry_io *io) {
+  (void)r, (void)io;
+  return CU(ex->d->DevicePrimaryCtxSetFlags(ex->dev, a->flags));
+}
+
+int ferry_x_device_set_limit(struct ferry_exec *ex, const struct ferry_device_set_limit_args *a,
+                             struct ferry_device_set_limit_rets *r, struct ferry_io *io) {
+  (void)r, (void)io;
+  return CU(ex->d->CtxSetLimit((CUlimit)a->limit, a->value));
+}
+
+int ferry_x_device_get_limit(struct ferry_exec *ex, const struct ferry_device_get_limit_args *a,
+                             struct ferry_device_get_limit_rets *r, struct ferry_io *io) {
+  (void)io;
+  size_t v = 0;
+  int rc = CU(ex->d->CtxGetLimit(&v, (CUlimit)a->limit));
+  r->value = v;
+  return rc;
+}
+
+int ferry_x_device_set_cache_config(struct ferry_exec *ex,
+                                    const struct ferry_device_set_cache_config_args *a,
+                                    struct ferry_device_set_cache_config_rets *r,
+                                    struct ferry_io *io) {
+  (void)r, (void)io;
+  return CU(ex->d->CtxSetCacheConfig((CUfunc_cache)a->config));
+}
+
+int ferry_x_mem_get_info(struct ferry_exec *ex, const struct ferry_mem_get_info_args *a,
+                         struct ferry_mem_get_info_rets *r, struct ferry_io *io) {
+  (void)a, (void)io;
+  size_t f = 0, t = 0;
+  int rc = CU(ex->d->MemGetInfo(&f, &t));
+  r->free_bytes = f;
+  r->total_bytes = t;
+  return rc;
+}
+
+int ferry_x_stream_priority_range(struct ferry_exec *ex,
+                                  const struct ferry_stream_priority_range_args *a,
+                                  struct ferry_stream_priority_range_rets *r, struct ferry_io *io) {
+  (void)a, (void)io;
+  int least = 0, greatest = 0;
+  int rc = CU(ex->d->CtxGetStreamPriorityRange(&least, &greatest));
+  r->least = least;
+  r->greatest = greatest;
+  return rc;
+}
+
+int ferry_x_profiler(struct ferry_exec *ex, const struct ferry_profiler_args *a,
+                     struct ferry_profiler_rets *r, struct ferry_io *io) {
+  (void)r, (void)io;
+  return CU(a->start ? ex->d->ProfilerStart() : ex->d->ProfilerStop());
+}

@@ -1,0 +1,119 @@
+/*
+ * State of one executor session, shared by the executor's source files.
+ * Client ids (streams, events, modules) index growable tables; device
+ * memory mappings are kept sorted by address so unmap and close can find
+ * their handles.
+ */
+#ifndef FERRY_EXEC_INTERNAL_H
+#define FERRY_EXEC_INTERNAL_H
+
+#include "executor/exec.h"
+
+/* bulk copies move through two pinned buffers of this size */
+#define EXEC_CHUNK (4u << 20)
+/* bounds on client-chosen ids, so a hostile id cannot make tables huge */
+#define EXEC_MAX_STREAM_ID (1u << 22)
+#define EXEC_MAX_EVENT_ID (1u << 22)
+#define EXEC_MAX_MODULE_ID 0xffffu /* func = module << 16 | index */
+
+/* cudaError_t values the executor produces itself */
+enum {
+  EXEC_OK = 0,
+  EXEC_INVALID_VALUE = 1,        /* cudaErrorInvalidValue */
+  EXEC_MEMORY_ALLOCATION = 2,    /* cudaErrorMemoryAllocation */
+  EXEC_INVALID_PITCH = 12,       /* cudaErrorInvalidPitchValue */
+  EXEC_INVALID_DEVICE_FUNC = 98, /* cudaErrorInvalidDeviceFunction */
+  EXEC_INVALID_HANDLE = 400,     /* cudaErrorInvalidResourceHandle */
+  EXEC_UNKNOWN = 999,            /* cudaErrorUnknown: e.g. the connection broke */
+};
+
+struct exec_mapping {
+  uint64_t addr, size;
+  CUmemGenericAllocationHandle handle;
+};
+
+struct exec_func {
+  CUfunction fn; /* NULL: the module has no such function */
+  uint32_t nparams;
+  uint32_t *layout; /* nparams pairs (offset, size) */
+  uint32_t need;    /* bytes of the packed parameter buffer */
+};
+
+struct exec_module {
+  CUmodule mod; /* NULL: slot unused */
+  void *image;  /* kept while loaded */
+  uint32_t nfuncs;
+  struct exec_func *funcs;
+};
+
+struct exec_pending {
+  struct exec_pending *next;
+  uint64_t token;
+  void *buf; /* pinned; NULL for a failed (or empty) copy, delivered with no data */
+  size_t size;
+  CUevent ev;
+};
+
+struct ferry_exec {
+  const struct ferry_driver *d;
+  unsigned gpu;
+  CUdevice dev;
+  CUcontext ctx;
+  uint64_t arena_base, arena_size;
+  int arena_ok;
+  size_t gran;
+
+  struct exec_mapping *maps;
+  size_t nmaps, cmaps;
+
+  CUstream *streams; /* by id; NULL = unused */
+  uint32_t nstreams;
+  CUevent *events;
+  uint32_t nevents;
+  struct exec_module *mods;
+  uint32_t nmods;
+
+  void *stage[2];
+  CUevent stage_ev[2];
+  int stage_busy[2];
+
+  struct exec_pending *pend_head, *pend_tail;
+  int latched;
+
+  void *ret_buf[2]; /* blobs of the last reply, freed on the next call */
+  void *param_buf;
+  void **param_ptrs;
+  size_t param_cap, ptrs_cap;
+};
+
+#define CU(x) ferry_cuda_error_from_cu(x)
+
+/* one handler per call, generated from calls.def */
+#define FERRY_CALL(name, flags, args, rets)                                                    \
+  int ferry_x_##name(struct ferry_exec *ex, const struct ferry_##name##_args *a,             \
+                     struct ferry_##name##_rets *r, struct ferry_io *io);
+#include "protocol/calls.def"
+#undef FERRY_CALL
+
+/* stream id -> CUstream; 0 legacy (NULL), 1 CU_STREAM_LEGACY, 2 per-thread */
+int exec_stream(struct ferry_exec *ex, uint32_t id, CUstream *out);
+/* module << 16 | index -> function; EXEC_INVALID_HANDLE / EXEC_INVALID_DEVICE_FUNC */
+int exec_func(struct ferry_exec *ex, uint32_t func, struct exec_func **out);
+
+/* frees what the session holds; with driver_ok == 0 only our own records
+   (after a sticky error, when a reset frees the rest) */
+void exec_free_memory(struct ferry_exec *ex, int driver_ok);
+void exec_free_modules(struct ferry_exec *ex, int driver_ok);
+void exec_free_streams_events(struct ferry_exec *ex, int driver_ok);
+void exec_free_staging(struct ferry_exec *ex, int driver_ok);
+/* pending deferred copies lose their data but still get delivered (empty) */
+void exec_fail_pending(struct ferry_exec *ex, int driver_ok);
+int exec_reserve_arena(struct ferry_exec *ex, char *err, size_t errlen);
+
+/* a buffer that lives until the next call (reply blobs) */
+void *exec_ret_alloc(struct ferry_exec *ex, int slot, size_t n);
+
+/* drains n bytes of bulk input that will not be used; -1 if the link broke */
+int exec_drain(struct ferry_bulk_in *in, uint64_t n);
+
+#endif

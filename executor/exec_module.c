@@ -1,0 +1,328 @@
+/*
+ * Modules and kernels. module_load resolves every kernel's parameter
+ * layout (cuFuncGetParamInfo, counted until CUDA_ERROR_INVALID_VALUE) and
+ * every variable's address in one round trip; launch unpacks the client's
+ * packed parameter buffer into the pointer array cuLaunchKernel wants.
+ */
+#include "executor/exec_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* a sanity bound; kernel parameters are at most 32 KiB */
+#define EXEC_MAX_PARAMS 32768u
+#define EXEC_MAX_IMAGE (4ull << 30)
+
+static void module_free(struct ferry_exec *ex, struct exec_module *m, int driver_ok) {
+  if (m->mod && driver_ok)
+    ex->d->ModuleUnload(m->mod);
+  for (uint32_t i = 0; i < m->nfuncs; i++)
+    free(m->funcs[i].layout);
+  free(m->funcs);
+  free(m->image);
+  memset(m, 0, sizeof *m);
+}
+
+void exec_free_modules(struct ferry_exec *ex, int driver_ok) {
+  for (uint32_t i = 0; i < ex->nmods; i++)
+    if (ex->mods[i].mod)
+      module_free(ex, &ex->mods[i], driver_ok);
+}
+
+int exec_func(struct ferry_exec *ex, uint32_t func, struct exec_func **out) {
+  uint32_t mod = func >> 16, idx = func & 0xffff;
+  if (mod >= ex->nmods || !ex->mods[mod].mod || idx >= ex->mods[mod].nfuncs)
+    return EXEC_INVALID_HANDLE;
+  struct exec_func *f = &ex->mods[mod].funcs[idx];
+  if (!f->fn)
+    return EXEC_INVALID_DEVICE_FUNC;
+  *out = f;
+  return EXEC_OK;
+}
+
+/* NUL-separated names; a missing final NUL is tolerated */
+static uint32_t count_names(ferry_blob b) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < b.len; i++)
+    if (((const char *)b.ptr)[i] == '\0' || i + 1 == b.len)
+      n++;
+  return n;
+}
+
+/* copies the next name into buf (NUL-terminated); advances *pos */
+static const char *next_name(ferry_blob b, uint32_t *pos, char **buf) {
+  const char *s = (const char *)b.ptr + *pos;
+  uint32_t n = 0;
+  while (*pos + n < b.len && s[n] != '\0')
+    n++;
+  *pos += n + 1;
+  char *p = realloc(*buf, n + 1);
+  if (!p)
+    return NULL;
+  memcpy(p, s, n);
+  p[n] = '\0';
+  *buf = p;
+  return p;
+}
+
+static int resolve_func(struct ferry_exec *ex, CUmodule mod, const char *name, struct exec_func *f) {
+  const struct ferry_driver *d = ex->d;
+  CUresult res = name[0] ? d->ModuleGetFunction(&f->fn, mod, name) : CUDA_ERROR_NOT_FOUND;
+  if (res == CUDA_ERROR_NOT_FOUND) {
+    f->fn = NULL;
+    return EXEC_OK;
+  }
+  if (res != CUDA_SUCCESS)
+    return CU(res);
+  uint32_t cap = 0;
+  for (uint32_t i = 0;; i++) {
+    size_t off = 0, size = 0;
+    res = d->FuncGetParamInfo(f->fn, i, &off, &size);
+    if (res == CUDA_ERROR_INVALID_VALUE)
+      break; /* past the last parameter */
+    if (res != CUDA_SUCCESS)
+      return CU(res);
+    if (i >= EXEC_MAX_PARAMS || off + size > EXEC_MAX_PARAMS)
+      return EXEC_INVALID_VALUE;
+    if (i == cap) {
+      cap = cap ? cap * 2 : 8;
+      uint32_t *p = realloc(f->layout, cap * 2 * sizeof *p);
+      if (!p)
+        return EXEC_MEMORY_ALLOCATION;
+      f->layout = p;
+    }
+    f->layout[2 * i] = (uint32_t)off;
+    f->layout[2 * i + 1] = (uint32_t)size;
+    f->nparams = i + 1;
+    if (off + size > f->need)
+      f->need = (uint32_t)(off + size);
+  }
+  return EXEC_OK;
+}
+
+static int append(char **buf, size_t *len, size_t *cap, const void *p, size_t n) {
+  if (*len + n > *cap) {
+    size_t c = *cap ? *cap * 2 : 256;
+    while (c < *len + n)
+      c *= 2;
+    char *q = realloc(*buf, c);
+    if (!q)
+      return -1;
+    *buf = q;
+    *cap = c;
+  }
+  memcpy(*buf + *len, p, n);
+  *len += n;
+  return 0;
+}
+
+/* func_layouts: per function u32 nparams (0xFFFFFFFF: absent) then
+   (u32 offset, u32 size) pairs; var_info: per variable u64 address, u64
+   size (0, 0: absent). Host byte order, which is little endian on every
+   platform ferry supports. */
+static int load_names(struct ferry_exec *ex, struct exec_module *m,
+                      const struct ferry_module_load_args *a, struct ferry_module_load_rets *r) {
+  int err = EXEC_OK;
+  char *name = NULL, *fl = NULL, *vi = NULL;
+  size_t fl_len = 0, fl_cap = 0, vi_len = 0, vi_cap = 0;
+  uint32_t nf = count_names(a->func_names), nv = count_names(a->var_names);
+  if (nf > 0x10000)
+    return EXEC_INVALID_VALUE;
+  m->funcs = calloc(nf ? nf : 1, sizeof *m->funcs);
+  if (!m->funcs)
+    return EXEC_MEMORY_ALLOCATION;
+  m->nfuncs = nf;
+  uint32_t pos = 0;
+  for (uint32_t i = 0; i < nf && !err; i++) {
+    struct exec_func *f = &m->funcs[i];
+    if (!next_name(a->func_names, &pos, &name)) {
+      err = EXEC_MEMORY_ALLOCATION;
+      break;
+    }
+    if ((err = resolve_func(ex, m->mod, name, f)))
+      break;
+    uint32_t n = f->fn ? f->nparams : 0xFFFFFFFFu;
+    if (append(&fl, &fl_len, &fl_cap, &n, 4) ||
+        (f->nparams && append(&fl, &fl_len, &fl_cap, f->layout, f->nparams * 8u)))
+      err = EXEC_MEMORY_ALLOCATION;
+  }
+  pos = 0;
+  for (uint32_t i = 0; i < nv && !err; i++) {
+    if (!next_name(a->var_names, &pos, &name)) {
+      err = EXEC_MEMORY_ALLOCATION;
+      break;
+    }
+    CUdeviceptr addr = 0;
+    size_t size = 0;
+    CUresult res = name[0] ? ex->d->ModuleGetGlobal(&addr, &size, m->mod, name)
+                           : CUDA_ERROR_NOT_FOUND;
+    if (res == CUDA_ERROR_NOT_FOUND)
+      addr = 0, size = 0;
+    else if (res != CUDA_SUCCESS) {
+      err = CU(res);
+      break;
+    }
+    uint64_t pair[2] = {addr, size};
+    if (append(&vi, &vi_len, &vi_cap, pair, sizeof pair))
+      err = EXEC_MEMORY_ALLOCATION;
+  }
+  free(name);
+  if (!err && (fl_len > UINT32_MAX || vi_len > UINT32_MAX))
+    err = EXEC_INVALID_VALUE;
+  if (err) {
+    free(fl);
+    free(vi);
+    return err;
+  }
+  /* the reply blobs live until the next call */
+  ex->ret_buf[0] = fl;
+  ex->ret_buf[1] = vi;
+  r->func_layouts = (ferry_blob){fl, (uint32_t)fl_len};
+  r->var_info = (ferry_blob){vi, (uint32_t)vi_len};
+  return EXEC_OK;
+}
+
+int ferry_x_module_load(struct ferry_exec *ex, const struct ferry_module_load_args *a,
+                        struct ferry_module_load_rets *r, struct ferry_io *io) {
+  if (!io->in)
+    return EXEC_INVALID_VALUE;
+  uint64_t len = io->in->len;
+  int err = EXEC_OK;
+  if (a->module > EXEC_MAX_MODULE_ID || len < 16 || len > EXEC_MAX_IMAGE)
+    err = EXEC_INVALID_VALUE;
+  else if (a->module < ex->nmods && ex->mods[a->module].mod)
+    err = EXEC_INVALID_VALUE; /* the id is live */
+  void *image = err ? NULL : malloc(len);
+  if (!err && !image)
+    err = EXEC_MEMORY_ALLOCATION;
+  if (err)
+    return exec_drain(io->in, len) ? EXEC_UNKNOWN : err;
+  if (io->in->read(io->in->ctx, image, len)) {
+    free(image);
+    return EXEC_UNKNOWN;
+  }
+  if (a->module >= ex->nmods) {
+    uint32_t cap = ex->nmods ? ex->nmods : 8;
+    while (cap <= a->module)
+      cap *= 2;
+    struct exec_module *p = realloc(ex->mods, cap * sizeof *p);
+    if (!p) {
+      free(image);
+      return EXEC_MEMORY_ALLOCATION;
+    }
+    memset(p + ex->nmods, 0, (cap - ex->nmods) * sizeof *p);
+    ex->mods = p;
+    ex->nmods = cap;
+  }
+  struct exec_module *m = &ex->mods[a->module];
+  CUresult res = ex->d->ModuleLoadData(&m->mod, image);
+  if (res != CUDA_SUCCESS) {
+    m->mod = NULL;
+    free(image);
+    return CU(res);
+  }
+  m->image = image;
+  if ((err = load_names(ex, m, a, r)))
+    module_free(ex, m, 1);
+  return err;
+}
+
+int ferry_x_module_unload(struct ferry_exec *ex, const struct ferry_module_unload_args *a,
+                          struct ferry_module_unload_rets *r, struct ferry_io *io) {
+  (void)r, (void)io;
+  if (a->module >= ex->nmods || !ex->mods[a->module].mod)
+    return EXEC_INVALID_HANDLE;
+  struct exec_module *m = &ex->mods[a->module];
+  CUresult res = ex->d->ModuleUnload(m->mod);
+  m->mod = NULL;
+  module_free(ex, m, 0);
+  return CU(res);
+}
+
+int ferry_x_launch(struct ferry_exec *ex, const struct ferry_launch_args *a,
+                   struct ferry_launch_rets *r, struct ferry_io *io) {
+  (void)r, (void)io;
+  struct exec_func *f;
+  CUstream s;
+  int err = exec_func(ex, a->func, &f);
+  if (!err)
+    err = exec_stream(ex, a->stream, &s);
+  if (err)
+    return err;
+  if (a->params.len < f->need)
+    return EXEC_INVALID_VALUE;
+  /* the blob may sit unaligned in the frame: copy it to aligned memory */
+  if (a->params.len > ex->param_cap) {
+    size_t cap = (a->params.len + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, cap);
+    if (!p)
+      return EXEC_MEMORY_ALLOCATION;
+    free(ex->param_buf);
+    ex->param_buf = p;
+    ex->param_cap = cap;
+  }
+  if (f->nparams > ex->ptrs_cap) {
+    void **p = realloc(ex->param_ptrs, f->nparams * sizeof *p);
+    if (!p)
+      return EXEC_MEMORY_ALLOCATION;
+    ex->param_ptrs = p;
+    ex->ptrs_cap = f->nparams;
+  }
+  if (a->params.len)
+    memcpy(ex->param_buf, a->params.ptr, a->params.len);
+  for (uint32_t i = 0; i < f->nparams; i++)
+    ex->param_ptrs[i] = (char *)ex->param_buf + f->layout[2 * i];
+  return CU(ex->d->LaunchKernel(f->fn, a->gx, a->gy, a->gz, a->bx, a->by, a->bz, a->shmem, s,
+                                f->nparams ? ex->param_ptrs : NULL, NULL));
+}
+
+int ferry_x_func_get_attributes(struct ferry_exec *ex, const struct ferry_func_get_attributes_args *a,
+                                struct ferry_func_get_attributes_rets *r, struct ferry_io *io) {
+  (void)io;
+  struct exec_func *f;
+  int err = exec_func(ex, a->func, &f);
+  if (err)
+    return err;
+  int32_t *attrs = exec_ret_alloc(ex, 0, CU_FUNC_ATTRIBUTE_MAX * sizeof(int32_t));
+  if (!attrs)
+    return EXEC_MEMORY_ALLOCATION;
+  for (int i = 0; i < CU_FUNC_ATTRIBUTE_MAX; i++) {
+    int v = 0;
+    CUresult res = ex->d->FuncGetAttribute(&v, (CUfunction_attribute)i, f->fn);
+    if (res == CUDA_ERROR_ILLEGAL_ADDRESS || res == CUDA_ERROR_INVALID_CONTEXT)
+      return CU(res); /* a broken context, not an unsupported attribute */
+    attrs[i] = res == CUDA_SUCCESS ? v : 0;
+  }
+  r->attrs = (ferry_blob){attrs, CU_FUNC_ATTRIBUTE_MAX * (uint32_t)sizeof(int32_t)};
+  return EXEC_OK;
+}
+
+int ferry_x_func_set_attribute(struct ferry_exec *ex, const struct ferry_func_set_attribute_args *a,
+                               struct ferry_func_set_attribute_rets *r, struct ferry_io *io) {
+  (void)r, (void)io;
+  struct exec_func *f;
+  int err = exec_func(ex, a->func, &f);
+  return err ? err : CU(ex->d->FuncSetAttribute(f->fn, (CUfunction_attribute)a->attr, a->value));
+}
+
+int ferry_x_func_set_cache_config(struct ferry_exec *ex,
+                                  const struct ferry_func_set_cache_config_args *a,
+                                  struct ferry_func_set_cache_config_rets *r, struct ferry_io *io) {
+  (void)r, (void)io;
+  struct exec_func *f;
+  int err = exec_func(ex, a->func, &f);
+  return err ? err : CU(ex->d->FuncSetCacheConfig(f->fn, (CUfunc_cache)a->config));
+}
+
+int ferry_x_occupancy(struct ferry_exec *ex, const struct ferry_occupancy_args *a,
+                      struct ferry_occupancy_rets *r, struct ferry_io *io) {
+  (void)io;
+  struct exec_func *f;
+  int blocks = 0;
+  int err = exec_func(ex, a->func, &f);
+  if (!err)
+    err = CU(ex->d->OccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+        &blocks, f->fn, a->block_size, a->dynamic_smem, a->flags));
+  r->blocks = blocks;
+  return err;
+}

@@ -1,0 +1,148 @@
+/*
+ * Internal state of the CPU simulation of the CUDA driver. The simulation
+ * models one sm_90 device whose memory is host memory mapped at exactly the
+ * device addresses the caller chose, so pointers are the same as on a GPU.
+ * Work runs synchronously at enqueue time, which is one valid CUDA schedule.
+ * Every entry point takes the one lock, so the simulation is thread safe.
+ */
+#ifndef FERRY_SIM_H
+#define FERRY_SIM_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#include "executor/driver.h"
+#include "sim/twin.h"
+#include "sim/twin_vars.h"
+
+#define SIM_GRANULARITY (2ull << 20)
+#define SIM_TOTAL_MEM (80ull << 30)
+#define SIM_MAX_SHARED_DEFAULT (48 * 1024)
+#define SIM_MAX_SHARED_OPTIN (227 * 1024)
+
+/* every handle the simulation gives out starts with its kind, and lives in
+   a registry so that destroyed or made-up handles are recognised */
+enum sim_kind { SIM_STREAM = 1, SIM_EVENT, SIM_MODULE, SIM_FUNC, SIM_MEMHANDLE };
+struct sim_obj {
+  enum sim_kind kind;
+};
+
+struct sim_module;
+
+struct sim_func {
+  struct sim_obj obj;
+  struct sim_module *mod;
+  const struct ferry_twin *twin;
+  int attrs[CU_FUNC_ATTRIBUTE_MAX]; /* settable attributes */
+  CUfunc_cache cache;
+};
+
+struct sim_var {
+  const char *name;
+  void *mem;
+  size_t size;
+};
+
+struct sim_module {
+  struct sim_obj obj;
+  const struct ferry_twin *twins; /* the twins table when it was loaded */
+  struct sim_func **funcs; /* created on demand, one per name */
+  size_t nfuncs;
+  struct sim_var *vars;
+  size_t nvars;
+};
+
+struct sim_stream {
+  struct sim_obj obj;
+  unsigned flags;
+  int priority;
+};
+
+struct sim_event {
+  struct sim_obj obj;
+  unsigned flags;
+  int recorded;
+  uint64_t ns; /* CLOCK_MONOTONIC at the last record */
+};
+
+struct sim_memhandle {
+  struct sim_obj obj;
+  int fd; /* memfd holding the "physical" pages; -1 after release */
+  size_t size;
+  unsigned maps; /* live mappings: the pages stay until released and unmapped */
+  int released;
+};
+
+/* address ranges that kernels and copies may touch */
+enum sim_range_kind { SIM_RANGE_MAP, SIM_RANGE_VAR, SIM_RANGE_HOST };
+struct sim_range {
+  uint64_t start, end;
+  enum sim_range_kind kind;
+  int prot; /* PROT_* currently granted */
+  struct sim_memhandle *handle; /* SIM_RANGE_MAP */
+};
+
+struct sim_reservation {
+  uint64_t start, end;
+};
+
+struct sim_state {
+  pthread_mutex_t lock;
+  int initialized;
+  unsigned ctx_refs;   /* primary context retain count */
+  unsigned ctx_flags;
+  CUresult sticky;     /* CUDA_ERROR_ILLEGAL_ADDRESS after a faulting kernel */
+  size_t limits[CU_LIMIT_MAX];
+  CUfunc_cache cache_config;
+  void *twins_dl;
+  const struct ferry_twin *twins;
+  const struct ferry_twin_var *twin_vars;
+  void *registry; /* tsearch tree of live handles */
+  struct sim_range *ranges; /* sorted by start, never overlapping */
+  size_t nranges, cranges;
+  struct sim_reservation *resv;
+  size_t nresv, cresv;
+  uint64_t physical; /* bytes held by memory handles */
+};
+
+extern struct sim_state sim;
+
+/* the primary context object handed out by cuDevicePrimaryCtxRetain */
+extern char sim_primary_ctx;
+
+/* entry checks: initialised, a current context, no sticky error.
+   On success the lock is held. */
+CUresult sim_enter(void);
+CUresult sim_enter_noctx(void); /* initialised only */
+CUresult sim_leave(CUresult r);
+
+/* registry (lock held) */
+int sim_register(void *obj);
+void sim_unregister(void *obj);
+void *sim_lookup(const void *handle, enum sim_kind kind);
+int sim_stream_ok(CUstream s);
+
+/* ranges (lock held) */
+int sim_range_ok(uint64_t addr, size_t len, int prot);
+int sim_range_add(uint64_t start, uint64_t end, enum sim_range_kind kind, int prot,
+                  struct sim_memhandle *h);
+void sim_range_del(uint64_t start);
+
+/* runs fn(arg) with SIGSEGV/SIGBUS turned into a return value of -1 */
+int sim_guarded(void (*fn)(void *), void *arg);
+
+/* frees every context-owned object (modules, streams, events) */
+void sim_ctx_destroy_objects(void);
+/* frees reservations, mappings and memory handles as well */
+void sim_vmm_destroy_all(void);
+void sim_module_free(struct sim_module *m);
+
+uint64_t sim_now_ns(void);
+
+/* the individual entry points, grouped by file */
+#define SIM_DECLARE(member, symbol, params) CUresult sim_##member params;
+FERRY_DRIVER_FUNCS(SIM_DECLARE)
+#undef SIM_DECLARE
+
+#endif

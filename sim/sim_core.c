@@ -1,0 +1,455 @@
+/*
+ * The simulated device and its primary context: initialisation, device
+ * queries, context retain/reset, limits, the handle registry and the
+ * ops table itself. Error codes follow the real driver so that the
+ * executor's error paths are exercised in CI.
+ */
+#include "sim/sim.h"
+
+#include <dlfcn.h>
+#include <search.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+struct sim_state sim = {.lock = PTHREAD_MUTEX_INITIALIZER};
+char sim_primary_ctx;
+static _Thread_local CUcontext current_ctx;
+
+uint64_t sim_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+CUresult sim_enter_noctx(void) {
+  pthread_mutex_lock(&sim.lock);
+  if (!sim.initialized) {
+    pthread_mutex_unlock(&sim.lock);
+    return CUDA_ERROR_NOT_INITIALIZED;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult sim_enter(void) {
+  CUresult r = sim_enter_noctx();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (current_ctx == NULL || sim.ctx_refs == 0)
+    r = CUDA_ERROR_INVALID_CONTEXT;
+  else if (sim.sticky != CUDA_SUCCESS)
+    r = sim.sticky;
+  if (r != CUDA_SUCCESS)
+    pthread_mutex_unlock(&sim.lock);
+  return r;
+}
+
+CUresult sim_leave(CUresult r) {
+  pthread_mutex_unlock(&sim.lock);
+  return r;
+}
+
+/* ---- handle registry ---- */
+
+static int cmp_ptr(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return x < y ? -1 : x > y;
+}
+
+int sim_register(void *obj) { return tsearch(obj, &sim.registry, cmp_ptr) ? 0 : -1; }
+
+void sim_unregister(void *obj) { tdelete(obj, &sim.registry, cmp_ptr); }
+
+void *sim_lookup(const void *handle, enum sim_kind kind) {
+  if (!handle)
+    return NULL;
+  void **node = tfind(handle, &sim.registry, cmp_ptr);
+  if (!node)
+    return NULL;
+  struct sim_obj *o = *node;
+  return o->kind == kind ? o : NULL;
+}
+
+int sim_stream_ok(CUstream s) {
+  return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD ||
+         sim_lookup(s, SIM_STREAM) != NULL;
+}
+
+/* twalk has no user argument; the lock serialises its use of these */
+static struct sim_obj **walk_items;
+static size_t walk_n, walk_cap;
+static void collect(const void *node, VISIT which, int depth) {
+  (void)depth;
+  if (which != postorder && which != leaf)
+    return;
+  if (walk_n == walk_cap) {
+    size_t cap = walk_cap ? walk_cap * 2 : 64;
+    struct sim_obj **p = realloc(walk_items, cap * sizeof *p);
+    if (!p)
+      return;
+    walk_items = p;
+    walk_cap = cap;
+  }
+  walk_items[walk_n++] = *(struct sim_obj *const *)node;
+}
+
+void sim_ctx_destroy_objects(void) {
+  walk_n = 0;
+  twalk(sim.registry, collect);
+  /* functions belong to modules: free modules (which free their functions)
+     after dropping every function from the registry */
+  for (size_t i = 0; i < walk_n; i++) {
+    struct sim_obj *o = walk_items[i];
+    if (o->kind == SIM_STREAM || o->kind == SIM_EVENT || o->kind == SIM_FUNC) {
+      sim_unregister(o);
+      if (o->kind != SIM_FUNC)
+        free(o);
+      walk_items[i] = NULL;
+    }
+  }
+  for (size_t i = 0; i < walk_n; i++) {
+    struct sim_obj *o = walk_items[i];
+    if (o && o->kind == SIM_MODULE) {
+      sim_unregister(o);
+      sim_module_free((struct sim_module *)o);
+    }
+  }
+  free(walk_items);
+  walk_items = NULL;
+  walk_n = walk_cap = 0;
+}
+
+static void reset_context_state(void) {
+  sim_ctx_destroy_objects();
+  sim.sticky = CUDA_SUCCESS;
+  sim.limits[CU_LIMIT_STACK_SIZE] = 1024;
+  sim.limits[CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20;
+  sim.limits[CU_LIMIT_MALLOC_HEAP_SIZE] = 8 << 20;
+  sim.limits[CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2;
+  sim.limits[CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048;
+  sim.limits[CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 32;
+  sim.limits[CU_LIMIT_PERSISTING_L2_CACHE_SIZE] = 0;
+  sim.cache_config = CU_FUNC_CACHE_PREFER_NONE;
+}
+
+/* ---- initialisation and device queries ---- */
+
+CUresult sim_Init(unsigned int flags) {
+  if (flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&sim.lock);
+  if (!sim.initialized) {
+    sim.initialized = 1;
+    reset_context_state();
+  }
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_DriverGetVersion(int *version) {
+  if (!version)
+    return CUDA_ERROR_INVALID_VALUE;
+  *version = 13000;
+  return CUDA_SUCCESS;
+}
+
+CUresult sim_DeviceGetCount(int *count) {
+  CUresult r = sim_enter_noctx();
+  if (r)
+    return r;
+  if (!count)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  *count = 1;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+static CUresult enter_dev(CUdevice dev) {
+  CUresult r = sim_enter_noctx();
+  if (r)
+    return r;
+  if (dev != 0)
+    return sim_leave(CUDA_ERROR_INVALID_DEVICE);
+  return CUDA_SUCCESS;
+}
+
+CUresult sim_DeviceGet(CUdevice *dev, int ordinal) {
+  CUresult r = sim_enter_noctx();
+  if (r)
+    return r;
+  if (!dev)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  if (ordinal != 0)
+    return sim_leave(CUDA_ERROR_INVALID_DEVICE);
+  *dev = 0;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+#define SIM_DEVICE_NAME "ferry CPU simulation (sm_90)"
+
+CUresult sim_DeviceGetName(char *name, int len, CUdevice dev) {
+  CUresult r = enter_dev(dev);
+  if (r)
+    return r;
+  if (!name || len <= 0)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  snprintf(name, (size_t)len, "%s", SIM_DEVICE_NAME);
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_DeviceGetUuid(CUuuid *uuid, CUdevice dev) {
+  CUresult r = enter_dev(dev);
+  if (r)
+    return r;
+  if (!uuid)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  static const char id[16] = "ferry-sim-gpu-00";
+  memcpy(uuid->bytes, id, 16);
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_DeviceTotalMem(size_t *bytes, CUdevice dev) {
+  CUresult r = enter_dev(dev);
+  if (r)
+    return r;
+  if (!bytes)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  *bytes = SIM_TOTAL_MEM;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+/* what an H100 SXM reports; anything not listed is 0 */
+static int device_attribute(CUdevice_attribute a) {
+  switch (a) {
+  case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
+  case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: return 1024;
+  case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: return 1024;
+  case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: return 64;
+  case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: return 2147483647;
+  case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: return 65535;
+  case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: return 65535;
+  case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: return SIM_MAX_SHARED_DEFAULT;
+  case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: return 65536;
+  case CU_DEVICE_ATTRIBUTE_WARP_SIZE: return 32;
+  case CU_DEVICE_ATTRIBUTE_MAX_PITCH: return 2147483647;
+  case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: return 65536;
+  case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: return 1980000;
+  case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: return 512;
+  case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP: return 1;
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return 132;
+  case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: return 1;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: return CU_COMPUTEMODE_DEFAULT;
+  case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH: return 131072;
+  case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH: return 131072;
+  case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT: return 65536;
+  case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH: return 16384;
+  case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT: return 16384;
+  case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH: return 16384;
+  case CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT: return 512;
+  case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: return 1;
+  case CU_DEVICE_ATTRIBUTE_ECC_ENABLED: return 1;
+  case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 0x19;
+  case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: return 2619000;
+  case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: return 5120;
+  case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: return 52428800;
+  case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: return 2048;
+  case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: return 3;
+  case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
+  case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: return 32;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return 9;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return 0;
+  case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED: return 1;
+  case CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED: return 1;
+  case CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED: return 1;
+  case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: return 233472;
+  case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: return 65536;
+  case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: return 1;
+  case CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED: return 0;
+  case CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO: return 2;
+  case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: return 1;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED: return 1;
+  case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: return 1;
+  case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: return SIM_MAX_SHARED_OPTIN;
+  case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED: return 1;
+  case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return 1;
+  case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: return 1;
+  case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: return 32;
+  case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE: return 32505856;
+  case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE: return 134213632;
+  case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: return 1024;
+  case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: return 1;
+  case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: return 1;
+  case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS: return 1;
+  case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR: return 1;
+  case CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT: return 4;
+  case CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED: return 1;
+  case CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS: return 1;
+  case CU_DEVICE_ATTRIBUTE_NUMA_ID: return -1;
+  case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID: return -1;
+  default: return 0;
+  }
+}
+
+CUresult sim_DeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
+  CUresult r = enter_dev(dev);
+  if (r)
+    return r;
+  if (!pi || (int)attrib < 1 || attrib >= CU_DEVICE_ATTRIBUTE_MAX)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  *pi = device_attribute(attrib);
+  return sim_leave(CUDA_SUCCESS);
+}
+
+/* ---- the primary context ---- */
+
+CUresult sim_DevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev) {
+  CUresult r = enter_dev(dev);
+  if (r)
+    return r;
+  if (!ctx)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  sim.ctx_refs++;
+  *ctx = (CUcontext)&sim_primary_ctx;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_DevicePrimaryCtxRelease(CUdevice dev) {
+  CUresult r = enter_dev(dev);
+  if (r)
+    return r;
+  if (sim.ctx_refs == 0)
+    return sim_leave(CUDA_ERROR_INVALID_CONTEXT);
+  /* the last release destroys the context and everything it owned */
+  if (--sim.ctx_refs == 0)
+    reset_context_state();
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_DevicePrimaryCtxReset(CUdevice dev) {
+  CUresult r = enter_dev(dev);
+  if (r)
+    return r;
+  /* a reset destroys all allocations too; it does not drop retains */
+  reset_context_state();
+  sim_vmm_destroy_all();
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_DevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) {
+  CUresult r = enter_dev(dev);
+  if (r)
+    return r;
+  const unsigned known = CU_CTX_SCHED_MASK | CU_CTX_MAP_HOST | CU_CTX_LMEM_RESIZE_TO_MAX |
+                         CU_CTX_SYNC_MEMOPS;
+  unsigned sched = flags & CU_CTX_SCHED_MASK;
+  if ((flags & ~known) || (sched != 0 && sched != CU_CTX_SCHED_SPIN &&
+                           sched != CU_CTX_SCHED_YIELD && sched != CU_CTX_SCHED_BLOCKING_SYNC))
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  sim.ctx_flags = flags;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_CtxSetCurrent(CUcontext ctx) {
+  CUresult r = sim_enter_noctx();
+  if (r)
+    return r;
+  if (ctx != NULL && (ctx != (CUcontext)&sim_primary_ctx || sim.ctx_refs == 0))
+    return sim_leave(CUDA_ERROR_INVALID_CONTEXT);
+  current_ctx = ctx;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_CtxSynchronize(void) {
+  CUresult r = sim_enter();
+  return r ? r : sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_CtxSetLimit(CUlimit limit, size_t value) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  if ((unsigned)limit >= CU_LIMIT_MAX)
+    return sim_leave(CUDA_ERROR_UNSUPPORTED_LIMIT);
+  sim.limits[limit] = value;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_CtxGetLimit(size_t *value, CUlimit limit) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  if (!value)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  if ((unsigned)limit >= CU_LIMIT_MAX)
+    return sim_leave(CUDA_ERROR_UNSUPPORTED_LIMIT);
+  *value = sim.limits[limit];
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_CtxSetCacheConfig(CUfunc_cache config) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  if ((unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  sim.cache_config = config;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_CtxGetStreamPriorityRange(int *least, int *greatest) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  if (least)
+    *least = 0;
+  if (greatest)
+    *greatest = -5;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_ProfilerStart(void) {
+  CUresult r = sim_enter();
+  return r ? r : sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_ProfilerStop(void) {
+  CUresult r = sim_enter();
+  return r ? r : sim_leave(CUDA_SUCCESS);
+}
+
+/* ---- the ops table ---- */
+
+static struct ferry_driver sim_driver = {
+    .name = "sim",
+#define SIM_MEMBER(member, symbol, params) .member = sim_##member,
+    FERRY_DRIVER_FUNCS(SIM_MEMBER)
+#undef SIM_MEMBER
+};
+
+const struct ferry_driver *ferry_driver_sim(const char *twins_path, char *err, size_t errlen) {
+  pthread_mutex_lock(&sim.lock);
+  /* a later call may name other twins (tests do); modules already loaded
+     keep pointing into the old table, so the old object stays loaded */
+  if (twins_path) {
+    void *dl = dlopen(twins_path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+      snprintf(err, errlen, "cannot load CPU twins %s: %s", twins_path, dlerror());
+      pthread_mutex_unlock(&sim.lock);
+      return NULL;
+    }
+    const struct ferry_twin *t = dlsym(dl, "ferry_twins");
+    if (!t) {
+      snprintf(err, errlen, "%s exports no ferry_twins table", twins_path);
+      dlclose(dl);
+      pthread_mutex_unlock(&sim.lock);
+      return NULL;
+    }
+    sim.twins_dl = dl;
+    sim.twins = t;
+    sim.twin_vars = dlsym(dl, "ferry_twin_vars");
+  } else {
+    sim.twins = NULL;
+    sim.twin_vars = NULL;
+  }
+  pthread_mutex_unlock(&sim.lock);
+  return &sim_driver;
+}

@@ -1,0 +1,380 @@
+/*
+ * Modules and kernels. A "loaded" fat binary is only checked for its
+ * container magic; kernels are found by mangled name in the twins table
+ * and run on the CPU, thread by thread (or block by block for twins that
+ * need __syncthreads). A fault inside a twin becomes the sticky
+ * CUDA_ERROR_ILLEGAL_ADDRESS a GPU would report.
+ */
+#include "sim/sim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define FATBIN_CONTAINER_MAGIC 0xBA55ED50u
+
+void sim_module_free(struct sim_module *m) {
+  for (size_t i = 0; i < m->nfuncs; i++) {
+    sim_unregister(m->funcs[i]);
+    free(m->funcs[i]);
+  }
+  for (size_t i = 0; i < m->nvars; i++) {
+    sim_range_del((uintptr_t)m->vars[i].mem);
+    free(m->vars[i].mem);
+  }
+  free(m->funcs);
+  free(m->vars);
+  free(m);
+}
+
+static int load_vars(struct sim_module *m) {
+  size_t n = 0;
+  while (sim.twin_vars && sim.twin_vars[n].name)
+    n++;
+  if (n == 0)
+    return 0;
+  m->vars = calloc(n, sizeof *m->vars);
+  if (!m->vars)
+    return -1;
+  for (size_t i = 0; i < n; i++) {
+    size_t size = sim.twin_vars[i].size;
+    size_t alloc = (size + 255) & ~(size_t)255;
+    void *mem = aligned_alloc(256, alloc ? alloc : 256);
+    if (!mem)
+      return -1;
+    memset(mem, 0, alloc ? alloc : 256);
+    m->vars[m->nvars++] = (struct sim_var){sim.twin_vars[i].name, mem, size};
+    if (size && sim_range_add((uintptr_t)mem, (uintptr_t)mem + size, SIM_RANGE_VAR,
+                              PROT_READ | PROT_WRITE, NULL))
+      return -1;
+  }
+  return 0;
+}
+
+CUresult sim_ModuleLoadData(CUmodule *module, const void *image) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  if (!module || !image)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  uint32_t magic;
+  memcpy(&magic, image, sizeof magic);
+  if (magic != FATBIN_CONTAINER_MAGIC)
+    return sim_leave(CUDA_ERROR_INVALID_IMAGE);
+  struct sim_module *m = calloc(1, sizeof *m);
+  if (!m)
+    return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  m->obj.kind = SIM_MODULE;
+  m->twins = sim.twins;
+  if (load_vars(m) || sim_register(m)) {
+    sim_module_free(m);
+    return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  *module = (CUmodule)m;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_ModuleUnload(CUmodule module) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  struct sim_module *m = sim_lookup(module, SIM_MODULE);
+  if (!m)
+    return sim_leave(CUDA_ERROR_INVALID_HANDLE);
+  sim_unregister(m);
+  sim_module_free(m);
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_ModuleGetFunction(CUfunction *fn, CUmodule module, const char *name) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  struct sim_module *m = sim_lookup(module, SIM_MODULE);
+  if (!m)
+    return sim_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!fn || !name)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  for (size_t i = 0; i < m->nfuncs; i++) {
+    if (strcmp(m->funcs[i]->twin->name, name) == 0) {
+      *fn = (CUfunction)m->funcs[i];
+      return sim_leave(CUDA_SUCCESS);
+    }
+  }
+  const struct ferry_twin *t = m->twins;
+  while (t && t->name && strcmp(t->name, name) != 0)
+    t++;
+  if (!t || !t->name)
+    return sim_leave(CUDA_ERROR_NOT_FOUND);
+  struct sim_func **grown = realloc(m->funcs, (m->nfuncs + 1) * sizeof *grown);
+  if (!grown)
+    return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  m->funcs = grown;
+  struct sim_func *f = calloc(1, sizeof *f);
+  if (!f)
+    return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  f->obj.kind = SIM_FUNC;
+  f->mod = m;
+  f->twin = t;
+  f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = SIM_MAX_SHARED_DEFAULT;
+  f->attrs[CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT] = -1;
+  if (sim_register(f)) {
+    free(f);
+    return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  m->funcs[m->nfuncs++] = f;
+  *fn = (CUfunction)f;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_ModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule module, const char *name) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  struct sim_module *m = sim_lookup(module, SIM_MODULE);
+  if (!m)
+    return sim_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!name)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  for (size_t i = 0; i < m->nvars; i++) {
+    if (strcmp(m->vars[i].name, name) == 0) {
+      if (dptr)
+        *dptr = (CUdeviceptr)(uintptr_t)m->vars[i].mem;
+      if (bytes)
+        *bytes = m->vars[i].size;
+      return sim_leave(CUDA_SUCCESS);
+    }
+  }
+  return sim_leave(CUDA_ERROR_NOT_FOUND);
+}
+
+CUresult sim_FuncGetParamInfo(CUfunction fn, size_t index, size_t *offset, size_t *size) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  struct sim_func *f = sim_lookup(fn, SIM_FUNC);
+  if (!f)
+    return sim_leave(CUDA_ERROR_INVALID_HANDLE);
+  /* past the last parameter: how callers learn the count */
+  if (index >= f->twin->nparams || index >= FERRY_TWIN_MAX_PARAMS)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  if (offset)
+    *offset = f->twin->params[index].offset;
+  if (size)
+    *size = f->twin->params[index].size;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_FuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction fn) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  struct sim_func *f = sim_lookup(fn, SIM_FUNC);
+  if (!f)
+    return sim_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!pi || (unsigned)attrib >= CU_FUNC_ATTRIBUTE_MAX)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  switch (attrib) {
+  case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+  case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 32; break;
+  case CU_FUNC_ATTRIBUTE_PTX_VERSION: *pi = 90; break;
+  case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = 90; break;
+  default: *pi = f->attrs[attrib]; break;
+  }
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_FuncSetAttribute(CUfunction fn, CUfunction_attribute attrib, int value) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  struct sim_func *f = sim_lookup(fn, SIM_FUNC);
+  if (!f)
+    return sim_leave(CUDA_ERROR_INVALID_HANDLE);
+  int ok;
+  switch (attrib) {
+  case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+    ok = value >= 0 && value <= SIM_MAX_SHARED_OPTIN;
+    break;
+  case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: ok = value >= -1 && value <= 100; break;
+  case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+  case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+  case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH: ok = value >= 0 && value <= 16; break;
+  case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED: ok = value == 0 || value == 1; break;
+  case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE: ok = value >= 0 && value <= 2; break;
+  default: ok = 0; break; /* read-only or unknown */
+  }
+  if (!ok)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  f->attrs[attrib] = value;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_FuncSetCacheConfig(CUfunction fn, CUfunc_cache config) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  struct sim_func *f = sim_lookup(fn, SIM_FUNC);
+  if (!f)
+    return sim_leave(CUDA_ERROR_INVALID_HANDLE);
+  if ((unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  f->cache = config;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+/* ---- launching ---- */
+
+/* t->global: a twin asks for a __device__ variable of its own module */
+static void *twin_global(const struct ferry_twin_thread *t, const char *name) {
+  const struct sim_module *m = t->module;
+  for (size_t i = 0; m && name && i < m->nvars; i++)
+    if (strcmp(m->vars[i].name, name) == 0)
+      return m->vars[i].mem;
+  return NULL;
+}
+
+struct grid_run {
+  const struct sim_module *mod;
+  const struct ferry_twin *twin;
+  const unsigned char *params;
+  struct ferry_twin_dim grid, block;
+  void *shared;
+  size_t shmem;
+};
+
+static void run_grid(void *arg) {
+  struct grid_run *g = arg;
+  struct ferry_twin_thread t = {.grid_dim = g->grid, .block_dim = g->block,
+                                .dynamic_shared = g->shared, .global = twin_global,
+                                .module = g->mod};
+  for (unsigned bz = 0; bz < g->grid.z; bz++)
+    for (unsigned by = 0; by < g->grid.y; by++)
+      for (unsigned bx = 0; bx < g->grid.x; bx++) {
+        t.block_idx = (struct ferry_twin_dim){bx, by, bz};
+        if (g->shmem)
+          memset(g->shared, 0, g->shmem);
+        if (g->twin->per_block) {
+          t.thread_idx = (struct ferry_twin_dim){0, 0, 0};
+          g->twin->fn(&t, g->params);
+          continue;
+        }
+        for (unsigned tz = 0; tz < g->block.z; tz++)
+          for (unsigned ty = 0; ty < g->block.y; ty++)
+            for (unsigned tx = 0; tx < g->block.x; tx++) {
+              t.thread_idx = (struct ferry_twin_dim){tx, ty, tz};
+              g->twin->fn(&t, g->params);
+            }
+      }
+}
+
+struct pack {
+  const struct ferry_twin *twin;
+  unsigned char *buf;
+  void **params;
+  const void *blob;
+  size_t blob_len;
+};
+
+static void do_pack(void *arg) {
+  struct pack *p = arg;
+  if (p->blob) {
+    memcpy(p->buf, p->blob, p->blob_len);
+    return;
+  }
+  for (unsigned i = 0; i < p->twin->nparams; i++)
+    memcpy(p->buf + p->twin->params[i].offset, p->params[i], p->twin->params[i].size);
+}
+
+/* the extra form: {BUFFER_POINTER, p, BUFFER_SIZE, &size, END} */
+static int parse_extra(void **extra, const void **buf, size_t *len) {
+  *buf = NULL;
+  *len = 0;
+  int have_size = 0;
+  for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+    if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+      *buf = extra[i + 1];
+    else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1]) {
+      *len = *(const size_t *)extra[i + 1];
+      have_size = 1;
+    } else
+      return -1;
+  }
+  return *buf && have_size ? 0 : -1;
+}
+
+CUresult sim_LaunchKernel(CUfunction fn, unsigned int gx, unsigned int gy, unsigned int gz,
+                          unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                          CUstream stream, void **params, void **extra) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  struct sim_func *f = sim_lookup(fn, SIM_FUNC);
+  if (!f || !sim_stream_ok(stream))
+    return sim_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 || gx > 2147483647u ||
+      gy > 65535 || gz > 65535 || bx > 1024 || by > 1024 || bz > 64 ||
+      (uint64_t)bx * by * bz > 1024)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  if (shmem > (unsigned)f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES])
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  const struct ferry_twin *t = f->twin;
+  size_t need = 0;
+  for (unsigned i = 0; i < t->nparams && i < FERRY_TWIN_MAX_PARAMS; i++)
+    if (t->params[i].offset + t->params[i].size > need)
+      need = t->params[i].offset + t->params[i].size;
+  struct pack pk = {t, NULL, params, NULL, 0};
+  if (params && extra)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  if (extra) {
+    if (parse_extra(extra, &pk.blob, &pk.blob_len) || pk.blob_len < need)
+      return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  } else if (!params && t->nparams) {
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  }
+  size_t bufsize = pk.blob ? pk.blob_len : need;
+  pk.buf = aligned_alloc(64, (bufsize + 64) & ~(size_t)63);
+  void *shared = shmem ? aligned_alloc(64, (shmem + 63) & ~(size_t)63) : NULL;
+  if (!pk.buf || (shmem && !shared)) {
+    free(pk.buf);
+    free(shared);
+    return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  if (sim_guarded(do_pack, &pk)) {
+    free(pk.buf);
+    free(shared);
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  }
+  struct grid_run g = {f->mod, t, pk.buf, {gx, gy, gz}, {bx, by, bz}, shared, shmem};
+  if (sim_guarded(run_grid, &g))
+    sim.sticky = r = CUDA_ERROR_ILLEGAL_ADDRESS;
+  fflush(stdout); /* device printf output appears when the kernel is done */
+  free(pk.buf);
+  free(shared);
+  return sim_leave(r);
+}
+
+CUresult sim_OccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *blocks, CUfunction fn,
+                                                                int block_size,
+                                                                size_t dynamic_smem,
+                                                                unsigned int flags) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  struct sim_func *f = sim_lookup(fn, SIM_FUNC);
+  if (!f)
+    return sim_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!blocks || block_size <= 0 || block_size > 1024 ||
+      (flags & ~(unsigned)CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE))
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  int n = 2048 / block_size;
+  if (n > 32)
+    n = 32;
+  if (dynamic_smem > (size_t)f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES])
+    n = 0;
+  else if (dynamic_smem && (int)(233472 / (dynamic_smem + 1024)) < n)
+    n = (int)(233472 / (dynamic_smem + 1024));
+  *blocks = n;
+  return sim_leave(CUDA_SUCCESS);
+}

@@ -1,0 +1,413 @@
+/*
+ * Simulated device memory. "Physical" memory handles are memfds; mapping
+ * one maps the memfd at exactly the requested device address, so device
+ * pointers are ordinary host pointers at the same values a GPU would use.
+ * Every range that may be touched is tracked, so a copy to an unmapped
+ * address fails with CUDA_ERROR_INVALID_VALUE instead of crashing.
+ */
+#include "sim/sim.h"
+
+#include <search.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* ---- tracked ranges ---- */
+
+/* index of the last range starting at or below addr, or -1 */
+static long range_floor(uint64_t addr) {
+  long lo = 0, hi = (long)sim.nranges - 1, best = -1;
+  while (lo <= hi) {
+    long mid = (lo + hi) / 2;
+    if (sim.ranges[mid].start <= addr) {
+      best = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return best;
+}
+
+int sim_range_ok(uint64_t addr, size_t len, int prot) {
+  if (len == 0)
+    return 1;
+  uint64_t end = addr + len;
+  if (end < addr)
+    return 0;
+  long i = range_floor(addr);
+  if (i < 0)
+    return 0;
+  uint64_t cur = addr;
+  for (size_t k = (size_t)i; k < sim.nranges && cur < end; k++) {
+    const struct sim_range *r = &sim.ranges[k];
+    if (r->start > cur || r->end <= cur || (r->prot & prot) != prot)
+      return 0;
+    cur = r->end;
+  }
+  return cur >= end;
+}
+
+int sim_range_add(uint64_t start, uint64_t end, enum sim_range_kind kind, int prot,
+                  struct sim_memhandle *h) {
+  if (sim.nranges == sim.cranges) {
+    size_t cap = sim.cranges ? sim.cranges * 2 : 64;
+    struct sim_range *p = realloc(sim.ranges, cap * sizeof *p);
+    if (!p)
+      return -1;
+    sim.ranges = p;
+    sim.cranges = cap;
+  }
+  size_t at = (size_t)(range_floor(start) + 1);
+  memmove(&sim.ranges[at + 1], &sim.ranges[at], (sim.nranges - at) * sizeof *sim.ranges);
+  sim.ranges[at] = (struct sim_range){start, end, kind, prot, h};
+  sim.nranges++;
+  return 0;
+}
+
+void sim_range_del(uint64_t start) {
+  long i = range_floor(start);
+  if (i < 0 || sim.ranges[i].start != start)
+    return;
+  memmove(&sim.ranges[i], &sim.ranges[i + 1], (sim.nranges - (size_t)i - 1) * sizeof *sim.ranges);
+  sim.nranges--;
+}
+
+/* [ptr, ptr+size) made of whole, back-to-back mappings: first index, count */
+static int whole_mappings(uint64_t ptr, size_t size, size_t *first, size_t *count) {
+  long i = range_floor(ptr);
+  if (size == 0 || i < 0 || sim.ranges[i].start != ptr)
+    return 0;
+  uint64_t cur = ptr, end = ptr + size;
+  size_t k = (size_t)i;
+  while (k < sim.nranges && cur < end && sim.ranges[k].start == cur &&
+         sim.ranges[k].kind == SIM_RANGE_MAP)
+    cur = sim.ranges[k++].end;
+  if (cur != end)
+    return 0;
+  *first = (size_t)i;
+  *count = k - (size_t)i;
+  return 1;
+}
+
+/* ---- reservations and handles ---- */
+
+static struct sim_reservation *find_reservation(uint64_t start, uint64_t end) {
+  for (size_t i = 0; i < sim.nresv; i++)
+    if (sim.resv[i].start <= start && end <= sim.resv[i].end)
+      return &sim.resv[i];
+  return NULL;
+}
+
+static void handle_put(struct sim_memhandle *h) {
+  if (h->released && h->maps == 0) {
+    sim.physical -= h->size;
+    free(h);
+  }
+}
+
+/* the range goes back to reserved-but-inaccessible */
+static void unmap_range_at(size_t idx) {
+  struct sim_range r = sim.ranges[idx];
+  mmap((void *)(uintptr_t)r.start, r.end - r.start, PROT_NONE,
+       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  sim_range_del(r.start);
+  r.handle->maps--;
+  handle_put(r.handle);
+}
+
+static CUresult check_prop(const CUmemAllocationProp *prop) {
+  if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (prop->location.id != 0)
+    return CUDA_ERROR_INVALID_DEVICE;
+  return CUDA_SUCCESS;
+}
+
+CUresult sim_MemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                         CUmemAllocationGranularity_flags option) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  if (!granularity || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+                       option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  if ((r = check_prop(prop)))
+    return sim_leave(r);
+  *granularity = SIM_GRANULARITY;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+static int add_reservation(uint64_t start, uint64_t end) {
+  if (sim.nresv == sim.cresv) {
+    size_t cap = sim.cresv ? sim.cresv * 2 : 8;
+    struct sim_reservation *p = realloc(sim.resv, cap * sizeof *p);
+    if (!p)
+      return -1;
+    sim.resv = p;
+    sim.cresv = cap;
+  }
+  sim.resv[sim.nresv++] = (struct sim_reservation){start, end};
+  return 0;
+}
+
+CUresult sim_MemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                               unsigned long long flags) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  if (!ptr || size == 0 || size % SIM_GRANULARITY || flags != 0 ||
+      (alignment & (alignment - 1)))
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  if (alignment < SIM_GRANULARITY)
+    alignment = SIM_GRANULARITY;
+  const int base = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+  void *got = MAP_FAILED;
+  if (addr && addr % alignment == 0) {
+    got = mmap((void *)(uintptr_t)addr, size, PROT_NONE, base | MAP_FIXED_NOREPLACE, -1, 0);
+    if (got != MAP_FAILED && (uintptr_t)got != addr) { /* kernel without NOREPLACE */
+      munmap(got, size);
+      got = MAP_FAILED;
+    }
+  }
+  if (got == MAP_FAILED) {
+    /* like the real driver: a hint that cannot be honoured is ignored */
+    char *p = mmap(NULL, size + alignment, PROT_NONE, base, -1, 0);
+    if (p == MAP_FAILED)
+      return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+    uintptr_t a = ((uintptr_t)p + alignment - 1) & ~(uintptr_t)(alignment - 1);
+    if (a > (uintptr_t)p)
+      munmap(p, a - (uintptr_t)p);
+    if ((uintptr_t)p + size + alignment > a + size)
+      munmap((void *)(a + size), (uintptr_t)p + size + alignment - (a + size));
+    got = (void *)a;
+  }
+  if (add_reservation((uintptr_t)got, (uintptr_t)got + size)) {
+    munmap(got, size);
+    return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  *ptr = (CUdeviceptr)(uintptr_t)got;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+static void drop_mappings_in(uint64_t start, uint64_t end) {
+  for (size_t i = 0; i < sim.nranges;) {
+    if (sim.ranges[i].kind == SIM_RANGE_MAP && sim.ranges[i].start >= start &&
+        sim.ranges[i].end <= end)
+      unmap_range_at(i);
+    else
+      i++;
+  }
+}
+
+CUresult sim_MemAddressFree(CUdeviceptr ptr, size_t size) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  for (size_t i = 0; i < sim.nresv; i++) {
+    if (sim.resv[i].start == ptr && sim.resv[i].end == ptr + size) {
+      drop_mappings_in(ptr, ptr + size);
+      munmap((void *)(uintptr_t)ptr, size);
+      sim.resv[i] = sim.resv[--sim.nresv];
+      return sim_leave(CUDA_SUCCESS);
+    }
+  }
+  return sim_leave(CUDA_ERROR_INVALID_VALUE);
+}
+
+CUresult sim_MemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                       const CUmemAllocationProp *prop, unsigned long long flags) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  if (!handle || size == 0 || size % SIM_GRANULARITY || flags != 0)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  if ((r = check_prop(prop)))
+    return sim_leave(r);
+  if (size > SIM_TOTAL_MEM - sim.physical)
+    return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  struct sim_memhandle *h = calloc(1, sizeof *h);
+  if (!h)
+    return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  h->obj.kind = SIM_MEMHANDLE;
+  h->size = size;
+  h->fd = memfd_create("ferry-sim-vram", MFD_CLOEXEC);
+  if (h->fd < 0 || ftruncate(h->fd, (off_t)size) != 0 || sim_register(h)) {
+    if (h->fd >= 0)
+      close(h->fd);
+    free(h);
+    return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  sim.physical += size;
+  *handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_MemRelease(CUmemGenericAllocationHandle handle) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  struct sim_memhandle *h = sim_lookup((void *)(uintptr_t)handle, SIM_MEMHANDLE);
+  if (!h)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  sim_unregister(h);
+  close(h->fd); /* live mappings keep the pages */
+  h->fd = -1;
+  h->released = 1;
+  handle_put(h);
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_MemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                    CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  struct sim_memhandle *h = sim_lookup((void *)(uintptr_t)handle, SIM_MEMHANDLE);
+  if (!h)
+    return sim_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (flags != 0 || size == 0 || ptr % SIM_GRANULARITY || size % SIM_GRANULARITY ||
+      offset % SIM_GRANULARITY || offset > h->size || size > h->size - offset ||
+      ptr + size < ptr || !find_reservation(ptr, ptr + size))
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  long i = range_floor(ptr + size - 1);
+  if (i >= 0 && sim.ranges[i].end > ptr)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE); /* already mapped */
+  void *p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, h->fd,
+                 (off_t)offset);
+  if (p == MAP_FAILED)
+    return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  if (sim_range_add(ptr, ptr + size, SIM_RANGE_MAP, PROT_NONE, h)) {
+    mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  h->maps++;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_MemUnmap(CUdeviceptr ptr, size_t size) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  size_t first, count;
+  if (!whole_mappings(ptr, size, &first, &count))
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  while (count--)
+    unmap_range_at(first);
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_MemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                          size_t count) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  if (!desc || count == 0)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  int prot = PROT_NONE;
+  for (size_t i = 0; i < count; i++) {
+    if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+      return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    if (desc[i].location.id != 0)
+      return sim_leave(CUDA_ERROR_INVALID_DEVICE);
+    switch (desc[i].flags) {
+    case CU_MEM_ACCESS_FLAGS_PROT_NONE: prot = PROT_NONE; break;
+    case CU_MEM_ACCESS_FLAGS_PROT_READ: prot = PROT_READ; break;
+    case CU_MEM_ACCESS_FLAGS_PROT_READWRITE: prot = PROT_READ | PROT_WRITE; break;
+    default: return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    }
+  }
+  size_t first, n;
+  if (!whole_mappings(ptr, size, &first, &n))
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  if (mprotect((void *)(uintptr_t)ptr, size, prot) != 0)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  for (size_t k = first; k < first + n; k++)
+    sim.ranges[k].prot = prot;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_MemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  if (free_bytes)
+    *free_bytes = SIM_TOTAL_MEM - sim.physical;
+  if (total_bytes)
+    *total_bytes = SIM_TOTAL_MEM;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+static struct sim_memhandle **handles_found;
+static size_t handles_n;
+static void collect_handle(const void *node, VISIT which, int depth) {
+  (void)depth;
+  struct sim_obj *o = *(struct sim_obj *const *)node;
+  if ((which == postorder || which == leaf) && o->kind == SIM_MEMHANDLE)
+    handles_found[handles_n++] = (struct sim_memhandle *)o;
+}
+static size_t count_n;
+static void count_nodes(const void *node, VISIT which, int depth) {
+  (void)node, (void)depth;
+  if (which == postorder || which == leaf)
+    count_n++;
+}
+
+void sim_vmm_destroy_all(void) {
+  for (size_t i = 0; i < sim.nresv; i++) {
+    drop_mappings_in(sim.resv[i].start, sim.resv[i].end);
+    munmap((void *)(uintptr_t)sim.resv[i].start, sim.resv[i].end - sim.resv[i].start);
+  }
+  sim.nresv = 0;
+  count_n = 0;
+  twalk(sim.registry, count_nodes);
+  handles_found = calloc(count_n + 1, sizeof *handles_found);
+  handles_n = 0;
+  if (handles_found)
+    twalk(sim.registry, collect_handle);
+  for (size_t i = 0; i < handles_n; i++) {
+    struct sim_memhandle *h = handles_found[i];
+    sim_unregister(h);
+    close(h->fd);
+    h->released = 1;
+    handle_put(h);
+  }
+  free(handles_found);
+  handles_found = NULL;
+}
+
+/* ---- pinned host memory: page-aligned anonymous memory, usable by copies ---- */
+
+CUresult sim_MemHostAlloc(void **pp, size_t bytesize, unsigned int flags) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  const unsigned known = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                         CU_MEMHOSTALLOC_WRITECOMBINED;
+  if (!pp || bytesize == 0 || (flags & ~known))
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  void *p = mmap(NULL, bytesize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  if (sim_range_add((uintptr_t)p, (uintptr_t)p + bytesize, SIM_RANGE_HOST,
+                    PROT_READ | PROT_WRITE, NULL)) {
+    munmap(p, bytesize);
+    return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  *pp = p;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_MemFreeHost(void *p) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  long i = range_floor((uintptr_t)p);
+  if (!p || i < 0 || sim.ranges[i].start != (uintptr_t)p || sim.ranges[i].kind != SIM_RANGE_HOST)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  munmap(p, sim.ranges[i].end - sim.ranges[i].start);
+  sim_range_del((uintptr_t)p);
+  return sim_leave(CUDA_SUCCESS);
+}

@@ -1,0 +1,5 @@
+# Unit tests of the executor (executor/) run against the CPU simulation.
+ferry_unit_test(test_exec ${CMAKE_CURRENT_LIST_DIR}/test_exec.c)
+target_link_libraries(test_exec PRIVATE ferry_executor ferry_sim)
+target_compile_definitions(test_exec PRIVATE UNIT_TWINS="$<TARGET_FILE:ferry_unit_twins>")
+add_dependencies(test_exec ferry_unit_twins)

@@ -1,0 +1,576 @@
+/*
+ * The executor against the CPU simulation: arena reservation at the
+ * client's address, mappings, bulk copies in several chunks, deferred
+ * device-to-host copies, module loading with parameter layouts, launches,
+ * error latching of ASYNC calls and recovery by device_reset.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <cmocka.h>
+
+#include "executor/exec.h"
+
+#define MiB (1ull << 20)
+#define ARENA 0x200000000000ull
+#define ARENA_SIZE (1ull << 40)
+
+/* cudaError_t values the tests expect */
+enum { OK = 0, INVALID_VALUE = 1, INVALID_PITCH = 12, INVALID_DEVICE_FUNC = 98,
+       INVALID_IMAGE = 200, INVALID_HANDLE = 400, ILLEGAL_ADDRESS = 700 };
+
+static const struct ferry_driver *drv;
+static struct ferry_exec *ex;
+
+/* ---- bulk bytes from and to memory ---- */
+
+struct mem_in {
+  const unsigned char *data; /* NULL: zeros */
+  uint64_t pos;
+  unsigned reads;
+};
+static int mem_read(void *ctx, void *dst, size_t n) {
+  struct mem_in *m = ctx;
+  if (m->data)
+    memcpy(dst, m->data + m->pos, n);
+  else
+    memset(dst, 0, n);
+  m->pos += n;
+  m->reads++;
+  return 0;
+}
+
+struct mem_out {
+  unsigned char *data;
+  uint64_t len, announced;
+  int begun;
+};
+static int mem_begin(void *ctx, uint64_t len) {
+  struct mem_out *m = ctx;
+  m->begun++;
+  m->announced = len;
+  m->data = realloc(m->data, len ? len : 1);
+  m->len = 0;
+  return m->data ? 0 : -1;
+}
+static int mem_write(void *ctx, const void *p, size_t n) {
+  struct mem_out *m = ctx;
+  assert_true(m->len + n <= m->announced);
+  memcpy(m->data + m->len, p, n);
+  m->len += n;
+  return 0;
+}
+
+static int call_in(unsigned call, const void *args, void *rets, const void *data, uint64_t len,
+                   struct mem_in *st) {
+  struct mem_in local = {data, 0, 0};
+  if (!st)
+    st = &local;
+  st->data = data;
+  struct ferry_bulk_in in = {len, mem_read, st};
+  struct ferry_io io = {.in = &in};
+  return ferry_exec_call(ex, call, args, rets, &io);
+}
+
+static int call_out(unsigned call, const void *args, void *rets, struct mem_out *out) {
+  struct ferry_bulk_out bo = {mem_begin, mem_write, out};
+  struct ferry_io io = {.out = &bo};
+  return ferry_exec_call(ex, call, args, rets, &io);
+}
+
+static int call0(unsigned call, const void *args, void *rets) {
+  return ferry_exec_call(ex, call, args, rets, NULL);
+}
+
+static int map(uint64_t addr, uint64_t size) {
+  struct ferry_mem_map_args a = {.addr = addr, .size = size};
+  struct ferry_mem_map_rets r;
+  return call0(FERRY_CALL_mem_map, &a, &r);
+}
+
+static int unmap(uint64_t addr, uint64_t size) {
+  struct ferry_mem_unmap_args a = {.addr = addr, .size = size};
+  struct ferry_mem_unmap_rets r;
+  return call0(FERRY_CALL_mem_unmap, &a, &r);
+}
+
+static int htod(uint64_t dst, const void *p, uint64_t n, struct mem_in *st) {
+  struct ferry_memcpy_htod_args a = {.dst = dst, .stream = 0};
+  struct ferry_memcpy_htod_rets r;
+  return call_in(FERRY_CALL_memcpy_htod, &a, &r, p, n, st);
+}
+
+static int dtoh(uint64_t src, uint64_t n, struct mem_out *out) {
+  struct ferry_memcpy_dtoh_args a = {.src = src, .size = n, .stream = 0};
+  struct ferry_memcpy_dtoh_rets r;
+  return call_out(FERRY_CALL_memcpy_dtoh, &a, &r, out);
+}
+
+static int setup(void **state) {
+  (void)state;
+  char err[256];
+  drv = ferry_driver_sim(UNIT_TWINS, err, sizeof err);
+  if (!drv)
+    return -1;
+  ex = ferry_exec_open(drv, 0, ARENA, ARENA_SIZE, err, sizeof err);
+  return ex ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  ferry_exec_close(ex);
+  ex = NULL;
+  return 0;
+}
+
+/* ---- tests ---- */
+
+static void test_open_errors(void **state) {
+  (void)state;
+  char err[256] = "";
+  assert_null(ferry_exec_open(drv, 3, ARENA, ARENA_SIZE, err, sizeof err));
+  assert_string_equal(err, "GPU 3 out of range: this server has 1 GPU(s)");
+  /* the arena of a second session overlaps ours: the hint is taken */
+  err[0] = '\0';
+  assert_null(ferry_exec_open(drv, 0, ARENA + (1ull << 30), 1ull << 30, err, sizeof err));
+  assert_non_null(strstr(err, "already in use"));
+  assert_null(ferry_exec_open(drv, 0, ARENA + 4096, 1ull << 30, err, sizeof err));
+  assert_non_null(strstr(err, "granularity"));
+}
+
+static void test_describe(void **state) {
+  (void)state;
+  struct ferry_hello_rets r;
+  char name[128];
+  int32_t attrs[FERRY_NATTRS];
+  uint8_t uuid[16];
+  assert_int_equal(ferry_exec_describe(ex, &r, name, sizeof name, attrs, FERRY_NATTRS, uuid), OK);
+  assert_string_equal(r.name, "ferry CPU simulation (sm_90)");
+  assert_int_equal(r.granularity, 2 * MiB);
+  assert_int_equal(r.total_mem, 80ull << 30);
+  assert_int_equal(r.driver_version, 13000);
+  assert_int_equal(r.attrs.len, FERRY_NATTRS * 4);
+  assert_int_equal(r.uuid.len, 16);
+  assert_int_equal(attrs[0], 0);
+  assert_int_equal(attrs[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT], 132);
+  assert_int_equal(attrs[CU_DEVICE_ATTRIBUTE_WARP_SIZE], 32);
+  assert_int_equal(attrs[FERRY_NATTRS - 1], 0); /* beyond the driver's enum */
+}
+
+static void test_mem_map(void **state) {
+  (void)state;
+  assert_int_equal(map(ARENA + 4096, 2 * MiB), INVALID_VALUE);        /* unaligned */
+  assert_int_equal(map(ARENA, 3 * MiB), INVALID_VALUE);               /* size */
+  assert_int_equal(map(ARENA - 2 * MiB, 2 * MiB), INVALID_VALUE);     /* below the arena */
+  assert_int_equal(map(ARENA + ARENA_SIZE, 2 * MiB), INVALID_VALUE);  /* above */
+  assert_int_equal(map(ARENA + 10 * MiB, 4 * MiB), OK);
+  assert_int_equal(map(ARENA + 12 * MiB, 4 * MiB), INVALID_VALUE);    /* overlaps */
+  assert_int_equal(map(ARENA + 8 * MiB, 4 * MiB), INVALID_VALUE);     /* overlaps */
+  assert_int_equal(map(ARENA + 14 * MiB, 2 * MiB), OK);
+  /* device pointers are the client's: the bytes are at that very address */
+  memset((void *)(uintptr_t)(ARENA + 10 * MiB), 0x5a, 16);
+  struct ferry_mem_get_info_args ga = {0};
+  struct ferry_mem_get_info_rets gr;
+  assert_int_equal(call0(FERRY_CALL_mem_get_info, &ga, &gr), OK);
+  assert_int_equal(gr.total_bytes - gr.free_bytes, 6 * MiB);
+  assert_int_equal(unmap(ARENA + 10 * MiB, 2 * MiB), INVALID_VALUE); /* not what was mapped */
+  assert_int_equal(unmap(ARENA + 10 * MiB, 4 * MiB), OK);
+  assert_int_equal(unmap(ARENA + 10 * MiB, 4 * MiB), INVALID_VALUE);
+  assert_int_equal(unmap(ARENA + 14 * MiB, 2 * MiB), OK);
+}
+
+static void test_roundtrip_multichunk(void **state) {
+  (void)state;
+  const uint64_t n = 9 * MiB + 123;
+  unsigned char *src = malloc(n);
+  for (uint64_t i = 0; i < n; i++)
+    src[i] = (unsigned char)(i * 7 + (i >> 13));
+  assert_int_equal(map(ARENA, 16 * MiB), OK);
+  struct mem_in st = {0};
+  assert_int_equal(htod(ARENA + 5, src, n, &st), OK);
+  assert_int_equal(st.pos, n);
+  assert_true(st.reads >= 3); /* chunked */
+  assert_memory_equal((void *)(uintptr_t)(ARENA + 5), src, n);
+  struct mem_out out = {0};
+  assert_int_equal(dtoh(ARENA + 5, n, &out), OK);
+  assert_int_equal(out.begun, 1);
+  assert_int_equal(out.len, n);
+  assert_memory_equal(out.data, src, n);
+  /* async flavour of host-to-device */
+  struct ferry_memcpy_htod_async_args aa = {.dst = ARENA + 1, .stream = 2};
+  struct ferry_memcpy_htod_async_rets ar;
+  assert_int_equal(call_in(FERRY_CALL_memcpy_htod_async, &aa, &ar, src + 100, 5 * MiB, NULL), OK);
+  assert_memory_equal((void *)(uintptr_t)(ARENA + 1), src + 100, 5 * MiB);
+  free(out.data);
+  free(src);
+  assert_int_equal(unmap(ARENA, 16 * MiB), OK);
+}
+
+static void test_copy_errors_keep_framing(void **state) {
+  (void)state;
+  assert_int_equal(map(ARENA, 4 * MiB), OK);
+  /* past the mapping: the error comes back and every bulk byte was read */
+  struct mem_in st = {0};
+  assert_int_equal(htod(ARENA + MiB, NULL, 6 * MiB, &st), INVALID_VALUE);
+  assert_int_equal(st.pos, 6 * MiB);
+  struct ferry_memcpy_htod_args a = {.dst = ARENA, .stream = 77};
+  struct ferry_memcpy_htod_rets r;
+  st = (struct mem_in){0};
+  assert_int_equal(call_in(FERRY_CALL_memcpy_htod, &a, &r, NULL, 1000, &st), INVALID_HANDLE);
+  assert_int_equal(st.pos, 1000);
+  /* a device-to-host copy failing in its first chunk sends no bulk at all */
+  struct mem_out out = {0};
+  assert_int_equal(dtoh(ARENA + 5 * MiB, 100, &out), INVALID_VALUE);
+  assert_int_equal(out.begun, 0);
+  /* failing in a later chunk: all bytes still go out, the error is reported */
+  memset((void *)(uintptr_t)ARENA, 0x77, 4 * MiB);
+  assert_int_equal(dtoh(ARENA, 6 * MiB, &out), INVALID_VALUE);
+  assert_int_equal(out.begun, 1);
+  assert_int_equal(out.announced, 6 * MiB);
+  assert_int_equal(out.len, 6 * MiB);
+  assert_int_equal(out.data[6 * MiB - 1], 0);
+  free(out.data);
+  assert_int_equal(unmap(ARENA, 4 * MiB), OK);
+}
+
+struct got {
+  uint64_t tokens[8];
+  unsigned char first[8];
+  size_t sizes[8];
+  int n;
+};
+static int on_deferred(void *ctx, uint64_t token, const void *p, size_t n) {
+  struct got *g = ctx;
+  assert_true(g->n < 8);
+  g->tokens[g->n] = token;
+  g->sizes[g->n] = n;
+  g->first[g->n] = n ? *(const unsigned char *)p : 0;
+  g->n++;
+  return 0;
+}
+
+static void test_deferred_dtoh(void **state) {
+  (void)state;
+  assert_int_equal(map(ARENA, 2 * MiB), OK);
+  memset((void *)(uintptr_t)ARENA, 0x11, 4096);
+  memset((void *)(uintptr_t)(ARENA + 4096), 0x22, 4096);
+  struct ferry_memcpy_dtoh_async_args a = {.src = ARENA, .size = 4096, .stream = 0, .token = 7};
+  struct ferry_memcpy_dtoh_async_rets r;
+  assert_int_equal(call0(FERRY_CALL_memcpy_dtoh_async, &a, &r), OK);
+  a.src = ARENA + 4096, a.token = 8;
+  assert_int_equal(call0(FERRY_CALL_memcpy_dtoh_async, &a, &r), OK);
+  a.src = ARENA + 4 * MiB, a.token = 9; /* unmapped: delivered empty, error latched */
+  assert_int_equal(call0(FERRY_CALL_memcpy_dtoh_async, &a, &r), INVALID_VALUE);
+  struct got g = {0};
+  assert_int_equal(ferry_exec_flush_deferred(ex, on_deferred, &g), 0);
+  assert_int_equal(g.n, 3);
+  assert_int_equal(g.tokens[0], 7);
+  assert_int_equal(g.first[0], 0x11);
+  assert_int_equal(g.sizes[0], 4096);
+  assert_int_equal(g.tokens[1], 8);
+  assert_int_equal(g.first[1], 0x22);
+  assert_int_equal(g.tokens[2], 9);
+  assert_int_equal(g.sizes[2], 0);
+  assert_int_equal(ferry_exec_take_async_error(ex), INVALID_VALUE);
+  g.n = 0;
+  assert_int_equal(ferry_exec_flush_deferred(ex, on_deferred, &g), 0);
+  assert_int_equal(g.n, 0);
+  assert_int_equal(unmap(ARENA, 2 * MiB), OK);
+}
+
+static void test_2d_and_memset(void **state) {
+  (void)state;
+  assert_int_equal(map(ARENA, 16 * MiB), OK);
+  /* 3000 x 3000 packed bytes into rows of pitch 4096: chunks cut rows */
+  const uint64_t w = 3000, h = 3000, pitch = 4096;
+  unsigned char *src = malloc(w * h);
+  for (uint64_t i = 0; i < w * h; i++)
+    src[i] = (unsigned char)(i % 251);
+  struct ferry_memcpy2d_htod_args a = {.dst = ARENA, .dpitch = pitch, .width = w, .height = h};
+  struct ferry_memcpy2d_htod_rets r;
+  assert_int_equal(call_in(FERRY_CALL_memcpy2d_htod, &a, &r, src, w * h, NULL), OK);
+  const unsigned char *dev = (const unsigned char *)(uintptr_t)ARENA;
+  assert_memory_equal(dev + 1234 * pitch, src + 1234 * w, w);
+  assert_memory_equal(dev + 2999 * pitch, src + 2999 * w, w);
+  struct ferry_memcpy2d_dtoh_args b = {.src = ARENA, .spitch = pitch, .width = w, .height = h};
+  struct ferry_memcpy2d_dtoh_rets br;
+  struct mem_out out = {0};
+  assert_int_equal(call_out(FERRY_CALL_memcpy2d_dtoh, &b, &br, &out), OK);
+  assert_int_equal(out.len, w * h);
+  assert_memory_equal(out.data, src, w * h);
+  a.dpitch = 100; /* below the width */
+  assert_int_equal(call_in(FERRY_CALL_memcpy2d_htod, &a, &r, src, w * h, NULL), INVALID_PITCH);
+  a.dpitch = pitch; /* bulk length disagrees with width * height */
+  assert_int_equal(call_in(FERRY_CALL_memcpy2d_htod, &a, &r, src, w * h - 1, NULL), INVALID_VALUE);
+  /* memset, memset2d (value & 0xff), dtod, 2D dtod */
+  struct ferry_memset_args ms = {.dst = ARENA, .value = 0x1ab, .size = 100};
+  struct ferry_memset_rets msr;
+  assert_int_equal(call0(FERRY_CALL_memset, &ms, &msr), OK);
+  assert_int_equal(dev[99], 0xab);
+  struct ferry_memset2d_args m2 = {.dst = ARENA + 12 * MiB, .pitch = 64, .value = 3, .width = 10, .height = 4};
+  struct ferry_memset2d_rets m2r;
+  assert_int_equal(call0(FERRY_CALL_memset2d, &m2, &m2r), OK);
+  assert_int_equal(dev[12 * MiB + 3 * 64 + 9], 3);
+  assert_int_equal(dev[12 * MiB + 3 * 64 + 10], 0);
+  struct ferry_memcpy_dtod_args dd = {.dst = ARENA + 13 * MiB, .src = ARENA, .size = 100};
+  struct ferry_memcpy_dtod_rets ddr;
+  assert_int_equal(call0(FERRY_CALL_memcpy_dtod, &dd, &ddr), OK);
+  assert_int_equal(dev[13 * MiB + 50], 0xab);
+  struct ferry_memcpy2d_dtod_args d2 = {.dst = ARENA + 14 * MiB, .dpitch = 16, .src = ARENA + 12 * MiB,
+                                        .spitch = 64, .width = 10, .height = 4};
+  struct ferry_memcpy2d_dtod_rets d2r;
+  assert_int_equal(call0(FERRY_CALL_memcpy2d_dtod, &d2, &d2r), OK);
+  assert_int_equal(dev[14 * MiB + 3 * 16 + 9], 3);
+  free(out.data);
+  free(src);
+  assert_int_equal(unmap(ARENA, 16 * MiB), OK);
+}
+
+static const unsigned char fatbin[32] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0, 16};
+
+static void load_test_module(uint32_t id, struct ferry_module_load_rets *r) {
+  static const char funcs[] = "_Z3incPii\0_Z7missingv\0_Z5mixedPif1Scd\0_Z4pokePi\0_Z8copy_varPiPKi";
+  static const char vars[] = "g_counter\0nope\0";
+  struct ferry_module_load_args a = {.module = id,
+                                     .func_names = {funcs, sizeof funcs},
+                                     .var_names = {vars, sizeof vars - 1}};
+  assert_int_equal(call_in(FERRY_CALL_module_load, &a, r, fatbin, sizeof fatbin, NULL), OK);
+}
+
+static uint32_t u32_at(ferry_blob b, unsigned i) {
+  uint32_t v;
+  assert_true((i + 1) * 4 <= b.len);
+  memcpy(&v, (const char *)b.ptr + i * 4, 4);
+  return v;
+}
+
+static void test_module_load(void **state) {
+  (void)state;
+  struct ferry_module_load_rets r;
+  load_test_module(1, &r);
+  static const uint32_t want[] = {2, 0, 8, 8, 4, 0xFFFFFFFFu, 5, 0, 8, 8, 4, 16, 24, 40, 1, 48, 8,
+                                  1, 0, 8, 2, 0, 8, 8, 8};
+  assert_int_equal(r.func_layouts.len, sizeof want);
+  for (unsigned i = 0; i < sizeof want / 4; i++)
+    assert_int_equal(u32_at(r.func_layouts, i), want[i]);
+  assert_int_equal(r.var_info.len, 32);
+  uint64_t vi[4];
+  memcpy(vi, r.var_info.ptr, 32);
+  assert_true(vi[0] != 0);
+  assert_int_equal(vi[1], 4);
+  assert_int_equal(vi[2], 0);
+  assert_int_equal(vi[3], 0);
+  /* the id is taken now; a bad image is refused and its bytes drained */
+  struct ferry_module_load_args a = {.module = 1};
+  struct mem_in st = {0};
+  assert_int_equal(call_in(FERRY_CALL_module_load, &a, &r, fatbin, sizeof fatbin, &st), INVALID_VALUE);
+  assert_int_equal(st.pos, sizeof fatbin);
+  static const unsigned char elf[32] = {0x7f, 'E', 'L', 'F'};
+  a.module = 2;
+  assert_int_equal(call_in(FERRY_CALL_module_load, &a, &r, elf, sizeof elf, NULL), INVALID_IMAGE);
+  struct ferry_module_unload_args u = {.module = 1};
+  struct ferry_module_unload_rets ur;
+  assert_int_equal(call0(FERRY_CALL_module_unload, &u, &ur), OK);
+  assert_int_equal(call0(FERRY_CALL_module_unload, &u, &ur), INVALID_HANDLE);
+}
+
+static int launch(uint32_t func, uint32_t grid, uint32_t block, uint32_t stream, const void *params,
+                  uint32_t len) {
+  struct ferry_launch_args a = {.func = func, .gx = grid, .gy = 1, .gz = 1, .bx = block, .by = 1,
+                                .bz = 1, .stream = stream, .params = {params, len}};
+  struct ferry_launch_rets r;
+  return call0(FERRY_CALL_launch, &a, &r);
+}
+
+static void test_launch_and_latching(void **state) {
+  (void)state;
+  struct ferry_module_load_rets r;
+  load_test_module(3, &r);
+  uint64_t var;
+  memcpy(&var, r.var_info.ptr, 8);
+  assert_int_equal(map(ARENA, 2 * MiB), OK);
+  int32_t *dev = (int32_t *)(uintptr_t)ARENA;
+  /* inc(int *p = ARENA, int n = 1000) */
+  unsigned char params[16] = {0};
+  uint64_t p = ARENA;
+  int32_t n = 1000;
+  memcpy(params, &p, 8);
+  memcpy(params + 8, &n, 4);
+  assert_int_equal(launch(3u << 16 | 0, 4, 256, 0, params, 12), OK);
+  assert_int_equal(launch(3u << 16 | 0, 4, 256, 2, params, 12), OK);
+  assert_int_equal(dev[999], 2);
+  assert_int_equal(dev[1000], 0);
+  assert_int_equal(ferry_exec_take_async_error(ex), OK);
+  /* a kernel reads a __device__ variable through a pointer */
+  *(int32_t *)(uintptr_t)var = 4242;
+  unsigned char cv[16];
+  memcpy(cv, &p, 8);
+  memcpy(cv + 8, &var, 8);
+  assert_int_equal(launch(3u << 16 | 4, 1, 1, 0, cv, 16), OK);
+  assert_int_equal(dev[0], 4242);
+  /* errors of ASYNC calls latch, first one wins, and reading clears */
+  assert_int_equal(launch(3u << 16 | 0, 0, 256, 0, params, 12), INVALID_VALUE);
+  assert_int_equal(launch(3u << 16 | 9, 1, 1, 0, params, 12), INVALID_HANDLE);
+  assert_int_equal(launch(7u << 16 | 0, 1, 1, 0, params, 12), INVALID_HANDLE);
+  assert_int_equal(launch(3u << 16 | 1, 1, 1, 0, params, 12), INVALID_DEVICE_FUNC);
+  assert_int_equal(launch(3u << 16 | 0, 1, 1, 99, params, 12), INVALID_HANDLE);
+  assert_int_equal(launch(3u << 16 | 0, 1, 1, 0, params, 8), INVALID_VALUE); /* short blob */
+  assert_int_equal(ferry_exec_take_async_error(ex), INVALID_VALUE);
+  assert_int_equal(ferry_exec_take_async_error(ex), OK);
+  /* SYNC calls do not latch */
+  assert_int_equal(unmap(ARENA + 100 * MiB, 2 * MiB), INVALID_VALUE);
+  assert_int_equal(ferry_exec_take_async_error(ex), OK);
+  /* function attributes and occupancy */
+  struct ferry_func_get_attributes_args fa = {.func = 3u << 16};
+  struct ferry_func_get_attributes_rets far;
+  assert_int_equal(call0(FERRY_CALL_func_get_attributes, &fa, &far), OK);
+  assert_int_equal(far.attrs.len, CU_FUNC_ATTRIBUTE_MAX * 4);
+  assert_int_equal(u32_at(far.attrs, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK), 1024);
+  struct ferry_occupancy_args oa = {.func = 3u << 16, .block_size = 256};
+  struct ferry_occupancy_rets orr;
+  assert_int_equal(call0(FERRY_CALL_occupancy, &oa, &orr), OK);
+  assert_int_equal(orr.blocks, 8);
+  struct ferry_func_set_attribute_args sa = {.func = 3u << 16,
+      .attr = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, .value = 1 << 30};
+  struct ferry_func_set_attribute_rets sar;
+  assert_int_equal(call0(FERRY_CALL_func_set_attribute, &sa, &sar), INVALID_VALUE);
+  struct ferry_module_unload_args u = {.module = 3};
+  struct ferry_module_unload_rets ur;
+  assert_int_equal(call0(FERRY_CALL_module_unload, &u, &ur), OK);
+  assert_int_equal(unmap(ARENA, 2 * MiB), OK);
+}
+
+static void test_streams_events(void **state) {
+  (void)state;
+  struct ferry_stream_create_args sc = {.stream = 5};
+  struct ferry_stream_create_rets scr;
+  assert_int_equal(call0(FERRY_CALL_stream_create, &sc, &scr), OK);
+  assert_int_equal(call0(FERRY_CALL_stream_create, &sc, &scr), INVALID_VALUE);
+  sc.stream = 2;
+  assert_int_equal(call0(FERRY_CALL_stream_create, &sc, &scr), INVALID_VALUE);
+  sc.stream = 1000; /* the table grows */
+  assert_int_equal(call0(FERRY_CALL_stream_create, &sc, &scr), OK);
+  struct ferry_event_create_args ec = {.event = 1};
+  struct ferry_event_create_rets ecr;
+  assert_int_equal(call0(FERRY_CALL_event_create, &ec, &ecr), OK);
+  ec.event = 2;
+  assert_int_equal(call0(FERRY_CALL_event_create, &ec, &ecr), OK);
+  struct ferry_event_record_args er = {.event = 1, .stream = 5};
+  struct ferry_event_record_rets err;
+  assert_int_equal(call0(FERRY_CALL_event_record, &er, &err), OK);
+  er.event = 2, er.stream = 1000;
+  assert_int_equal(call0(FERRY_CALL_event_record, &er, &err), OK);
+  struct ferry_event_elapsed_args ea = {.start = 1, .end = 2};
+  struct ferry_event_elapsed_rets ear = {.ms = -1};
+  assert_int_equal(call0(FERRY_CALL_event_elapsed, &ea, &ear), OK);
+  assert_true(ear.ms >= 0);
+  struct ferry_stream_wait_event_args sw = {.stream = 5, .event = 2};
+  struct ferry_stream_wait_event_rets swr;
+  assert_int_equal(call0(FERRY_CALL_stream_wait_event, &sw, &swr), OK);
+  struct ferry_stream_synchronize_args ss = {.stream = 5};
+  struct ferry_stream_synchronize_rets ssr;
+  assert_int_equal(call0(FERRY_CALL_stream_synchronize, &ss, &ssr), OK);
+  struct ferry_stream_destroy_args sd = {.stream = 5};
+  struct ferry_stream_destroy_rets sdr;
+  assert_int_equal(call0(FERRY_CALL_stream_destroy, &sd, &sdr), OK);
+  assert_int_equal(call0(FERRY_CALL_stream_destroy, &sd, &sdr), INVALID_HANDLE);
+  assert_int_equal(call0(FERRY_CALL_stream_synchronize, &ss, &ssr), INVALID_HANDLE);
+  sd.stream = 0;
+  assert_int_equal(call0(FERRY_CALL_stream_destroy, &sd, &sdr), INVALID_HANDLE);
+  struct ferry_event_destroy_args ed = {.event = 1};
+  struct ferry_event_destroy_rets edr;
+  assert_int_equal(call0(FERRY_CALL_event_destroy, &ed, &edr), OK);
+  struct ferry_event_query_args eq = {.event = 1};
+  struct ferry_event_query_rets eqr;
+  assert_int_equal(call0(FERRY_CALL_event_query, &eq, &eqr), INVALID_HANDLE);
+  /* limits pass through */
+  struct ferry_device_set_limit_args sl = {.limit = CU_LIMIT_MALLOC_HEAP_SIZE, .value = 64 * MiB};
+  struct ferry_device_set_limit_rets slr;
+  assert_int_equal(call0(FERRY_CALL_device_set_limit, &sl, &slr), OK);
+  struct ferry_device_get_limit_args gl = {.limit = CU_LIMIT_MALLOC_HEAP_SIZE};
+  struct ferry_device_get_limit_rets glr;
+  assert_int_equal(call0(FERRY_CALL_device_get_limit, &gl, &glr), OK);
+  assert_int_equal(glr.value, 64 * MiB);
+  /* hello is the server's, not a call */
+  struct ferry_hello_args ha = {0};
+  struct ferry_hello_rets hr;
+  assert_int_equal(call0(FERRY_CALL_hello, &ha, &hr), INVALID_VALUE);
+  assert_int_equal(ferry_exec_call(ex, FERRY_CALL_COUNT, &ha, &hr, NULL), INVALID_VALUE);
+}
+
+static void test_sticky_then_reset(void **state) {
+  (void)state;
+  struct ferry_module_load_rets r;
+  load_test_module(4, &r);
+  assert_int_equal(map(ARENA, 2 * MiB), OK);
+  uint64_t bad = ARENA + 64 * MiB;
+  assert_int_equal(launch(4u << 16 | 3, 1, 1, 0, &bad, 8), ILLEGAL_ADDRESS);
+  assert_int_equal(ferry_exec_take_async_error(ex), ILLEGAL_ADDRESS);
+  struct ferry_device_synchronize_args sa = {0};
+  struct ferry_device_synchronize_rets sr;
+  assert_int_equal(call0(FERRY_CALL_device_synchronize, &sa, &sr), ILLEGAL_ADDRESS);
+  struct ferry_device_reset_args ra = {0};
+  struct ferry_device_reset_rets rr;
+  assert_int_equal(call0(FERRY_CALL_device_reset, &ra, &rr), OK);
+  assert_int_equal(call0(FERRY_CALL_device_synchronize, &sa, &sr), OK);
+  /* everything was freed, and the arena is back at the same address */
+  assert_int_equal(launch(4u << 16 | 3, 1, 1, 0, &bad, 8), INVALID_HANDLE);
+  assert_int_equal(map(ARENA, 2 * MiB), OK);
+  unsigned char buf[64] = {1, 2, 3};
+  assert_int_equal(htod(ARENA, buf, sizeof buf, NULL), OK);
+  struct mem_out out = {0};
+  assert_int_equal(dtoh(ARENA, sizeof buf, &out), OK);
+  assert_memory_equal(out.data, buf, sizeof buf);
+  free(out.data);
+}
+
+static void test_close_frees_arena(void **state) {
+  (void)state;
+  /* the previous test left ARENA mapped; add more state */
+  assert_int_equal(map(ARENA + 4 * MiB, 4 * MiB), OK);
+  struct ferry_stream_create_args sc = {.stream = 9};
+  struct ferry_stream_create_rets scr;
+  assert_int_equal(call0(FERRY_CALL_stream_create, &sc, &scr), OK);
+  struct ferry_module_load_rets r;
+  load_test_module(5, &r);
+  ferry_exec_close(ex);
+  char err[256];
+  ex = ferry_exec_open(drv, 0, ARENA, ARENA_SIZE, err, sizeof err);
+  assert_non_null(ex);
+  assert_int_equal(map(ARENA, 8 * MiB), OK); /* a fresh session: all of it is free */
+  assert_int_equal(call0(FERRY_CALL_stream_create, &sc, &scr), OK);
+}
+
+static void test_error_mapping(void **state) {
+  (void)state;
+  assert_int_equal(ferry_cuda_error_from_cu(CUDA_SUCCESS), 0);
+  assert_int_equal(ferry_cuda_error_from_cu(CUDA_ERROR_INVALID_HANDLE), 400);
+  assert_int_equal(ferry_cuda_error_from_cu(CUDA_ERROR_NOT_FOUND), 500);
+  assert_int_equal(ferry_cuda_error_from_cu(CUDA_ERROR_ILLEGAL_ADDRESS), 700);
+  assert_int_equal(ferry_cuda_error_from_cu(CUDA_ERROR_OUT_OF_MEMORY), 2);
+  assert_int_equal(ferry_cuda_error_from_cu(CUDA_ERROR_CONTEXT_ALREADY_CURRENT), 1);
+  assert_int_equal(ferry_cuda_error_from_cu(123456), 999);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_open_errors),
+      cmocka_unit_test(test_describe),
+      cmocka_unit_test(test_mem_map),
+      cmocka_unit_test(test_roundtrip_multichunk),
+      cmocka_unit_test(test_copy_errors_keep_framing),
+      cmocka_unit_test(test_deferred_dtoh),
+      cmocka_unit_test(test_2d_and_memset),
+      cmocka_unit_test(test_module_load),
+      cmocka_unit_test(test_launch_and_latching),
+      cmocka_unit_test(test_streams_events),
+      cmocka_unit_test(test_sticky_then_reset),
+      cmocka_unit_test(test_close_frees_arena),
+      cmocka_unit_test(test_error_mapping),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
