@@ -93,6 +93,7 @@ struct ferry_exec *ferry_exec_open(const struct ferry_driver *drv, unsigned gpu,
     free(ex);
     return NULL;
   }
+  ex->ctx_held = 1;
   CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                               .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = ex->dev}};
   if ((r = drv->CtxSetCurrent(ex->ctx)) != CUDA_SUCCESS ||
@@ -139,7 +140,8 @@ void ferry_exec_close(struct ferry_exec *ex) {
   }
   if (!ok)
     d->DevicePrimaryCtxReset(ex->dev);
-  d->DevicePrimaryCtxRelease(ex->dev);
+  if (ex->ctx_held)
+    d->DevicePrimaryCtxRelease(ex->dev);
   d->CtxSetCurrent(NULL);
   free(ex->ret_buf[0]);
   free(ex->ret_buf[1]);
@@ -246,11 +248,20 @@ int ferry_x_device_reset(struct ferry_exec *ex, const struct ferry_device_reset_
   /* like cudaDeviceReset: errors of earlier work are gone with it */
   ex->latched = EXEC_OK;
   d->DevicePrimaryCtxRelease(ex->dev);
-  if ((res = d->DevicePrimaryCtxRetain(&ex->ctx, ex->dev)) != CUDA_SUCCESS ||
-      (res = d->CtxSetCurrent(ex->ctx)) != CUDA_SUCCESS) {
-    ferry_log("GPU %u: cannot re-open the primary context after a reset (%d)", ex->gpu, (int)res);
+  ex->ctx_held = 0;
+  if ((res = d->DevicePrimaryCtxRetain(&ex->ctx, ex->dev)) != CUDA_SUCCESS) {
+    /* measured on driver 580: after a kernel fault no reset brings CUDA
+       back in this process; the client has to end the session */
+    if (res == CUDA_ERROR_ILLEGAL_ADDRESS)
+      ferry_log("GPU %u: a kernel fault left CUDA unusable in this session; reconnect to go on",
+                ex->gpu);
+    else
+      ferry_log("GPU %u: cannot re-open the primary context after a reset (%d)", ex->gpu, (int)res);
     return CU(res);
   }
+  ex->ctx_held = 1;
+  if ((res = d->CtxSetCurrent(ex->ctx)) != CUDA_SUCCESS)
+    return CU(res);
   char err[256];
   if (exec_reserve_arena(ex, err, sizeof err)) {
     ferry_log("GPU %u after reset: %s", ex->gpu, err);

@@ -59,6 +59,7 @@ struct ferry_exec {
   unsigned gpu;
   CUdevice dev;
   CUcontext ctx;
+  int ctx_held; /* we hold one retain of the primary context */
   uint64_t arena_base, arena_size;
   int arena_ok;
   size_t gran;

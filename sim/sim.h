@@ -93,6 +93,10 @@ struct sim_state {
   unsigned ctx_refs;   /* primary context retain count */
   unsigned ctx_flags;
   CUresult sticky;     /* CUDA_ERROR_ILLEGAL_ADDRESS after a faulting kernel */
+  /* as measured on driver 580: after a kernel fault CUDA stays unusable in
+     the process; a reset destroys the context (CUDA_ERROR_CONTEXT_IS_DESTROYED)
+     and retaining a new one fails with CUDA_ERROR_ILLEGAL_ADDRESS */
+  int poisoned;
   size_t limits[CU_LIMIT_MAX];
   CUfunc_cache cache_config;
   void *twins_dl;

@@ -36,10 +36,12 @@ CUresult sim_enter(void) {
   CUresult r = sim_enter_noctx();
   if (r != CUDA_SUCCESS)
     return r;
-  if (current_ctx == NULL || sim.ctx_refs == 0)
+  if (current_ctx == NULL)
     r = CUDA_ERROR_INVALID_CONTEXT;
   else if (sim.sticky != CUDA_SUCCESS)
     r = sim.sticky;
+  else if (sim.ctx_refs == 0)
+    r = CUDA_ERROR_INVALID_CONTEXT;
   if (r != CUDA_SUCCESS)
     pthread_mutex_unlock(&sim.lock);
   return r;
@@ -122,7 +124,7 @@ void sim_ctx_destroy_objects(void) {
 
 static void reset_context_state(void) {
   sim_ctx_destroy_objects();
-  sim.sticky = CUDA_SUCCESS;
+  sim.sticky = sim.poisoned ? CUDA_ERROR_CONTEXT_IS_DESTROYED : CUDA_SUCCESS;
   sim.limits[CU_LIMIT_STACK_SIZE] = 1024;
   sim.limits[CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20;
   sim.limits[CU_LIMIT_MALLOC_HEAP_SIZE] = 8 << 20;
@@ -307,6 +309,8 @@ CUresult sim_DevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev) {
     return r;
   if (!ctx)
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  if (sim.poisoned)
+    return sim_leave(CUDA_ERROR_ILLEGAL_ADDRESS);
   sim.ctx_refs++;
   *ctx = (CUcontext)&sim_primary_ctx;
   return sim_leave(CUDA_SUCCESS);
@@ -328,7 +332,8 @@ CUresult sim_DevicePrimaryCtxReset(CUdevice dev) {
   CUresult r = enter_dev(dev);
   if (r)
     return r;
-  /* a reset destroys all allocations too; it does not drop retains */
+  /* a reset destroys all allocations too; it does not drop retains. It
+     does not bring back a context poisoned by a kernel fault. */
   reset_context_state();
   sim_vmm_destroy_all();
   return sim_leave(CUDA_SUCCESS);

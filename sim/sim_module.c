@@ -3,7 +3,8 @@
  * container magic; kernels are found by mangled name in the twins table
  * and run on the CPU, thread by thread (or block by block for twins that
  * need __syncthreads). A fault inside a twin becomes the sticky
- * CUDA_ERROR_ILLEGAL_ADDRESS a GPU would report.
+ * CUDA_ERROR_ILLEGAL_ADDRESS a GPU would report, with the same effect on
+ * the process (see sim.h: poisoned).
  */
 #include "sim/sim.h"
 
@@ -347,8 +348,12 @@ CUresult sim_LaunchKernel(CUfunction fn, unsigned int gx, unsigned int gy, unsig
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
   }
   struct grid_run g = {f->mod, t, pk.buf, {gx, gy, gz}, {bx, by, bz}, shared, shmem};
-  if (sim_guarded(run_grid, &g))
-    sim.sticky = r = CUDA_ERROR_ILLEGAL_ADDRESS;
+  /* like a GPU, the launch itself succeeds; every later context call
+     reports the fault */
+  if (sim_guarded(run_grid, &g)) {
+    sim.sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+    sim.poisoned = 1;
+  }
   fflush(stdout); /* device printf output appears when the kernel is done */
   free(pk.buf);
   free(shared);

@@ -502,35 +502,9 @@ static void test_streams_events(void **state) {
   assert_int_equal(ferry_exec_call(ex, FERRY_CALL_COUNT, &ha, &hr, NULL), INVALID_VALUE);
 }
 
-static void test_sticky_then_reset(void **state) {
-  (void)state;
-  struct ferry_module_load_rets r;
-  load_test_module(4, &r);
-  assert_int_equal(map(ARENA, 2 * MiB), OK);
-  uint64_t bad = ARENA + 64 * MiB;
-  assert_int_equal(launch(4u << 16 | 3, 1, 1, 0, &bad, 8), ILLEGAL_ADDRESS);
-  assert_int_equal(ferry_exec_take_async_error(ex), ILLEGAL_ADDRESS);
-  struct ferry_device_synchronize_args sa = {0};
-  struct ferry_device_synchronize_rets sr;
-  assert_int_equal(call0(FERRY_CALL_device_synchronize, &sa, &sr), ILLEGAL_ADDRESS);
-  struct ferry_device_reset_args ra = {0};
-  struct ferry_device_reset_rets rr;
-  assert_int_equal(call0(FERRY_CALL_device_reset, &ra, &rr), OK);
-  assert_int_equal(call0(FERRY_CALL_device_synchronize, &sa, &sr), OK);
-  /* everything was freed, and the arena is back at the same address */
-  assert_int_equal(launch(4u << 16 | 3, 1, 1, 0, &bad, 8), INVALID_HANDLE);
-  assert_int_equal(map(ARENA, 2 * MiB), OK);
-  unsigned char buf[64] = {1, 2, 3};
-  assert_int_equal(htod(ARENA, buf, sizeof buf, NULL), OK);
-  struct mem_out out = {0};
-  assert_int_equal(dtoh(ARENA, sizeof buf, &out), OK);
-  assert_memory_equal(out.data, buf, sizeof buf);
-  free(out.data);
-}
-
 static void test_close_frees_arena(void **state) {
   (void)state;
-  /* the previous test left ARENA mapped; add more state */
+  assert_int_equal(map(ARENA, 2 * MiB), OK);
   assert_int_equal(map(ARENA + 4 * MiB, 4 * MiB), OK);
   struct ferry_stream_create_args sc = {.stream = 9};
   struct ferry_stream_create_rets scr;
@@ -543,6 +517,32 @@ static void test_close_frees_arena(void **state) {
   assert_non_null(ex);
   assert_int_equal(map(ARENA, 8 * MiB), OK); /* a fresh session: all of it is free */
   assert_int_equal(call0(FERRY_CALL_stream_create, &sc, &scr), OK);
+}
+
+/* last: as on a real GPU, a kernel fault ends CUDA for the process; a
+   reset reports it, and closing still works */
+static void test_kernel_fault(void **state) {
+  (void)state;
+  struct ferry_module_load_rets r;
+  load_test_module(4, &r);
+  assert_int_equal(map(ARENA + 32 * MiB, 2 * MiB), OK);
+  uint64_t bad = ARENA + 64 * MiB;
+  assert_int_equal(launch(4u << 16 | 3, 1, 1, 0, &bad, 8), OK);
+  assert_int_equal(ferry_exec_take_async_error(ex), OK);
+  struct ferry_device_synchronize_args sa = {0};
+  struct ferry_device_synchronize_rets sr;
+  assert_int_equal(call0(FERRY_CALL_device_synchronize, &sa, &sr), ILLEGAL_ADDRESS);
+  struct mem_out out = {0};
+  assert_int_equal(dtoh(ARENA + 32 * MiB, 16, &out), ILLEGAL_ADDRESS);
+  assert_int_equal(out.begun, 0);
+  uint64_t inc_params[2] = {ARENA + 32 * MiB, 1};
+  assert_int_equal(launch(4u << 16 | 0, 1, 1, 0, inc_params, 12), ILLEGAL_ADDRESS);
+  assert_int_equal(ferry_exec_take_async_error(ex), ILLEGAL_ADDRESS);
+  struct ferry_device_reset_args ra = {0};
+  struct ferry_device_reset_rets rr;
+  assert_int_equal(call0(FERRY_CALL_device_reset, &ra, &rr), ILLEGAL_ADDRESS);
+  assert_int_equal(map(ARENA, 2 * MiB), INVALID_VALUE); /* no arena any more */
+  /* teardown closes the session */
 }
 
 static void test_error_mapping(void **state) {
@@ -568,9 +568,9 @@ int main(void) {
       cmocka_unit_test(test_module_load),
       cmocka_unit_test(test_launch_and_latching),
       cmocka_unit_test(test_streams_events),
-      cmocka_unit_test(test_sticky_then_reset),
       cmocka_unit_test(test_close_frees_arena),
       cmocka_unit_test(test_error_mapping),
+      cmocka_unit_test(test_kernel_fault),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
