@@ -73,16 +73,13 @@ static int send_locked(struct ferry_vgpu *v, const void *extra, uint64_t extra_l
     rc = cudaErrorDevicesUnavailable;
   }
   out.len = 0;
-  /* give the storage back unless the appenders already made a new one */
-  pthread_mutex_lock(&v->send_lock);
-  if (!v->sendbuf.data) {
-    out.len = v->sendbuf.len; /* 0 */
-    v->sendbuf = out;
-  } else {
-    ferry_buf_free(&out);
-  }
-  pthread_mutex_unlock(&v->send_lock);
   pthread_mutex_unlock(&v->sock_lock);
+  /* give the storage back unless the appenders already made a new one
+     (lock order is send_lock -> sock_lock, so sock_lock is released first) */
+  pthread_mutex_lock(&v->send_lock);
+  if (!v->sendbuf.data) v->sendbuf = out;
+  else ferry_buf_free(&out);
+  pthread_mutex_unlock(&v->send_lock);
   return rc;
 }
 

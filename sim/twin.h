@@ -42,6 +42,6 @@ struct ferry_twin {
 
 /* read parameter i of a twin's packed parameter buffer */
 #define FERRY_TWIN_ARG(type, params, offset) \
-  (*(const type *)(const void *)((params) + (offset)))
+  (*(type const *)(const void *)((params) + (offset)))
 
 #endif

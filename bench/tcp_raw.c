@@ -1,0 +1,91 @@
+/*
+ * The raw transport baseline for the benchmarks: a plain TCP ping-pong of a
+ * given size and a one-way TCP stream, over loopback, with the same socket
+ * options ferry uses. ferry's numbers are reported as ratios against these.
+ * usage: ferry-bench-tcp pingpong SIZE REPS | stream SIZE TOTAL_BYTES
+ */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static int io_all(int fd, void *buf, size_t n, int writing) {
+  char *p = buf;
+  while (n) {
+    ssize_t k = writing ? send(fd, p, n, MSG_NOSIGNAL) : recv(fd, p, n, 0);
+    if (k <= 0) return -1;
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+static void tune(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 4) {
+    fprintf(stderr, "usage: %s pingpong SIZE REPS | stream CHUNK TOTAL\n", argv[0]);
+    return 2;
+  }
+  int pingpong = !strcmp(argv[1], "pingpong");
+  size_t size = strtoull(argv[2], NULL, 0), count = strtoull(argv[3], NULL, 0);
+  int ls = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  if (bind(ls, (struct sockaddr *)&a, sizeof a) || listen(ls, 1) ||
+      getsockname(ls, (struct sockaddr *)&a, &len)) {
+    perror("listen");
+    return 1;
+  }
+  char *buf = calloc(1, size ? size : 1);
+  pid_t child = fork();
+  if (child == 0) { /* the echoing / draining peer */
+    int c = accept(ls, NULL, NULL);
+    tune(c);
+    if (pingpong) {
+      for (size_t i = 0; i < count + 100; i++)
+        if (io_all(c, buf, size, 0) || io_all(c, buf, size, 1)) _exit(1);
+    } else {
+      for (size_t got = 0; got < count; got += size)
+        if (io_all(c, buf, size, 0)) _exit(1);
+      io_all(c, buf, 1, 1);
+    }
+    _exit(0);
+  }
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(s, (struct sockaddr *)&a, sizeof a)) {
+    perror("connect");
+    return 1;
+  }
+  tune(s);
+  if (pingpong) {
+    for (int i = 0; i < 100; i++) io_all(s, buf, size, 1), io_all(s, buf, size, 0);
+    double t0 = now();
+    for (size_t i = 0; i < count; i++)
+      if (io_all(s, buf, size, 1) || io_all(s, buf, size, 0)) return 1;
+    printf("tcp_pingpong_%zu %.3f us\n", size, (now() - t0) / count * 1e6);
+  } else {
+    double t0 = now();
+    for (size_t sent = 0; sent < count; sent += size)
+      if (io_all(s, buf, size, 1)) return 1;
+    io_all(s, buf, 1, 0);
+    printf("tcp_stream_%zu %.3f GB/s\n", size, count / (now() - t0) / 1e9);
+  }
+  close(s);
+  waitpid(child, NULL, 0);
+  return 0;
+}

@@ -1,0 +1,22 @@
+#!/bin/sh
+# Installs what ferry builds with on Debian 12 / Ubuntu (as root; no-op when present).
+# The CUDA toolkit itself (nvcc, headers) must already be in /usr/local/cuda.
+set -e
+pkgs="cmake make gcc g++ pkg-config libmsgpack-dev libcmocka-dev procps"
+missing=""
+for p in $pkgs; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "ferry: missing packages:$missing (run as root, or: sudo apt-get install -y$missing)" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq $missing >/dev/null
+fi
+if [ ! -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; then
+  echo "ferry: the CUDA 13 toolkit is needed at ${CUDA_HOME:-/usr/local/cuda} (nvcc, headers)" >&2
+  exit 1
+fi

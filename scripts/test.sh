@@ -1,0 +1,17 @@
+#!/bin/sh
+# Builds ferry twice (normal, and with AddressSanitizer + UBSan) and runs every
+# test: cmocka unit tests, server robustness, and end-to-end runs of nvcc-built
+# programs through shim -> tcp -> ferry-server -> CPU simulation.
+set -e
+cd "$(dirname "$0")/.."
+sh scripts/deps.sh
+jobs=$(nproc 2>/dev/null || echo 2)
+export PATH="${CUDA_HOME:-/usr/local/cuda}/bin:$PATH"
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$jobs"
+ctest --test-dir build --output-on-failure -j "$jobs"
+
+cmake -S . -B build-asan -DFERRY_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake --build build-asan -j "$jobs"
+ctest --test-dir build-asan --output-on-failure -j "$jobs"
