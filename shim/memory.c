@@ -82,6 +82,42 @@ cudaError_t cudaFree(void *ptr) {
   return ferry_ret(rc);
 }
 
+/* Stream-ordered allocation: allocating at once is always early enough;
+   freeing waits for the stream, so no queued work can touch freed memory. */
+static int malloc_async(void **ptr, size_t size, cudaStream_t stream, int per_thread) {
+  struct ferry_vgpu *v;
+  uint32_t sid;
+  int rc = ferry_stream_resolve(stream, per_thread, &v, &sid);
+  if (rc) return rc;
+  if (!ptr) return cudaErrorInvalidValue;
+  if (!size) {
+    *ptr = NULL;
+    return 0;
+  }
+  return device_alloc(v, size, ptr);
+}
+
+static int free_async(void *ptr, cudaStream_t stream, int per_thread) {
+  struct ferry_vgpu *v;
+  struct ferry_stream_synchronize_args a;
+  int rc = ferry_stream_resolve(stream, per_thread, &v, &a.stream);
+  if (!rc) rc = ferry_call(v, FERRY_CALL_stream_synchronize, &a, NULL, NULL);
+  return rc ? rc : (int)cudaFree(ptr);
+}
+
+cudaError_t cudaMallocAsync(void **ptr, size_t size, cudaStream_t stream) {
+  return ferry_ret(malloc_async(ptr, size, stream, 0));
+}
+cudaError_t cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t stream) {
+  return ferry_ret(malloc_async(ptr, size, stream, 1));
+}
+cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream) {
+  return ferry_ret(free_async(ptr, stream, 0));
+}
+cudaError_t cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream) {
+  return ferry_ret(free_async(ptr, stream, 1));
+}
+
 /* ---- host memory: always local to the program ---- */
 struct host_block {
   void *ptr;
@@ -139,19 +175,22 @@ static int host_remove(void *p, int registered) {
   return found;
 }
 
-static int mapped_refused(const char *call) {
+/* Mapped (zero-copy) host memory stays usable for copies, which is all most
+   programs do with it; only device access is impossible from a remote GPU,
+   so that is where ferry refuses (cudaHostGetDevicePointer), loudly. */
+static void mapped_note(const char *call) {
   static int warned;
   if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-    ferry_log("%s with the mapped flag: a remote GPU cannot map this host's memory "
-              "(zero-copy needs a local GPU); returning cudaErrorNotSupported", call);
-  return cudaErrorNotSupported;
+    ferry_log("%s with the mapped flag: the memory works for copies, but a remote GPU cannot "
+              "access it directly (cudaHostGetDevicePointer returns cudaErrorNotSupported)",
+              call);
 }
 
 cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
   if (!ptr) return ferry_ret(cudaErrorInvalidValue);
   unsigned known = cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
   if (flags & ~known) return ferry_ret(cudaErrorInvalidValue);
-  if (flags & cudaHostAllocMapped) return ferry_ret(mapped_refused("cudaHostAlloc"));
+  if (flags & cudaHostAllocMapped) mapped_note("cudaHostAlloc");
   void *p = NULL;
   if (posix_memalign(&p, 4096, size ? size : 1)) return ferry_ret(cudaErrorMemoryAllocation);
   if (host_add(p, size, flags, 0)) {
@@ -160,6 +199,17 @@ cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
   }
   *ptr = p;
   return cudaSuccess;
+}
+
+cudaError_t cudaHostGetDevicePointer(void **dptr, void *hptr, unsigned int flags) {
+  (void)flags;
+  struct host_block b;
+  if (!dptr || !host_find(hptr, &b)) return ferry_ret(cudaErrorInvalidValue);
+  static int warned;
+  if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+    ferry_log("cudaHostGetDevicePointer: a remote GPU cannot access this host's memory; "
+              "returning cudaErrorNotSupported");
+  return ferry_ret(cudaErrorNotSupported);
 }
 
 cudaError_t cudaMallocHost(void **ptr, size_t size) { return cudaHostAlloc(ptr, size, 0); }
@@ -176,7 +226,7 @@ cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags) {
   unsigned known = cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterIoMemory |
                    cudaHostRegisterReadOnly;
   if (flags & ~known) return ferry_ret(cudaErrorInvalidValue);
-  if (flags & cudaHostRegisterMapped) return ferry_ret(mapped_refused("cudaHostRegister"));
+  if (flags & cudaHostRegisterMapped) mapped_note("cudaHostRegister");
   struct host_block b;
   if (host_find(ptr, &b)) return ferry_ret(cudaErrorHostMemoryAlreadyRegistered);
   return ferry_ret(host_add(ptr, size, flags, 1));

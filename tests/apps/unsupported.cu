@@ -10,13 +10,15 @@ int main() {
   cudaError_t b = cudaMallocManaged(&p, 2048);
   cudaGraph_t g;
   cudaError_t c = cudaGraphCreate(&g, 0);
-  void *mapped = nullptr;
-  cudaError_t d = cudaHostAlloc(&mapped, 4096, cudaHostAllocMapped);
+  // mapped host memory is fine for copies, but no device pointer exists for it
+  void *mapped = nullptr, *dmapped = nullptr;
+  cudaError_t m = cudaHostAlloc(&mapped, 4096, cudaHostAllocMapped);
+  cudaError_t d = m == cudaSuccess ? cudaHostGetDevicePointer(&dmapped, mapped, 0) : m;
   // the program keeps working afterwards
   int *dev = nullptr;
   cudaError_t e = cudaMalloc(&dev, 64);
   cudaError_t f = cudaFree(dev);
-  printf("managed=%s managed_again=%s graph=%s mapped=%s malloc=%s free=%s\n", cudaGetErrorName(a),
+  printf("managed=%s managed_again=%s graph=%s mapped_device_pointer=%s malloc=%s free=%s\n", cudaGetErrorName(a),
          cudaGetErrorName(b), cudaGetErrorName(c), cudaGetErrorName(d), cudaGetErrorName(e),
          cudaGetErrorName(f));
   int ok = a == cudaErrorNotSupported && b == cudaErrorNotSupported &&
