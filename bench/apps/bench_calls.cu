@@ -32,6 +32,12 @@ static void latency(int reps) {
   for (int i = 0; i < reps; i++) CHECK(cudaMemcpy(&h, d, 4, cudaMemcpyDeviceToHost));
   double t = now() - t0;
   printf("d2h_4B_latency %.3f us\n", t / reps * 1e6);
+  // a synchronous call with next to no GPU work: the cost of forwarding itself
+  for (int i = 0; i < 100; i++) CHECK(cudaStreamQuery(0));
+  t0 = now();
+  for (int i = 0; i < reps; i++) CHECK(cudaStreamQuery(0));
+  t = now() - t0;
+  printf("stream_query_latency %.3f us\n", t / reps * 1e6);
   CHECK(cudaFree(d));
 }
 
