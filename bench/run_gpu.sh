@@ -46,8 +46,9 @@ if [ "$what" != bench ]; then
     timeout 120 "$ferry" run -- "$prefix/apps/$name" "$@" >"$out/test_ferry_$name.log" 2>&1
     rf=$?
     t2=$(date +%s.%N)
-    printf '%-10s native rc=%s %.2fs  ferry rc=%s %.2fs\n' "$name" $rn \
-      "$(echo "$t1 - $t0" | bc)" $rf "$(echo "$t2 - $t1" | bc)" | tee -a "$out/tests.txt"
+    awk -v n="$name" -v rn=$rn -v rf=$rf -v a=$t0 -v b=$t1 -v c=$t2 \
+      'BEGIN { printf "%-10s native rc=%s %.2fs  ferry rc=%s %.2fs\n", n, rn, b - a, rf, c - b }' |
+      tee -a "$out/tests.txt"
   done
 fi
 
