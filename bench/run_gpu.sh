@@ -20,7 +20,7 @@ native_lib=${CUDA_RUNTIME_DIR:-/usr/local/cuda/lib64}
   echo "cpus: $(nproc)"
 } >"$out/machine.txt" 2>&1
 
-"$prefix/bin/ferry-server" --listen tcp://127.0.0.1:0 --backend cuda 2>"$out/server.log" &
+"$prefix/bin/ferry-server" --listen tcp://127.0.0.1:0 --backend "${FERRY_BACKEND:-cuda}" ${FERRY_SIM_KERNELS:+--sim-kernels "$FERRY_SIM_KERNELS"} 2>"$out/server.log" &
 server=$!
 trap 'kill $server 2>/dev/null' EXIT
 for i in $(seq 100); do
