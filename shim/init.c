@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "props.h"
 #include "shim.h"
+#include "transport/reader.h"
 
 struct ferry_state ferry = {.once = PTHREAD_ONCE_INIT};
 
@@ -116,6 +117,9 @@ int ferry_connect_vgpu(struct ferry_vgpu *v) {
     ferry_log("device %d: %s", v->index, err);
     return cudaErrorNoDevice;
   }
+  v->reader = malloc(sizeof *v->reader);
+  if (!v->reader) return cudaErrorMemoryAllocation;
+  ferry_reader_init(v->reader, v->conn);
   uint64_t base = FERRY_ARENA_BASE + (uint64_t)v->index * FERRY_ARENA_STRIDE;
   struct ferry_hello_args a = {.version = FERRY_PROTOCOL_VERSION,
                                .gpu = (uint32_t)v->url.gpu,

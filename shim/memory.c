@@ -300,7 +300,13 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
     if ((rc = device_side(dst, count, &dv)) || (rc = stream_id_for(dv, stream, per_thread, &sid)))
       return rc;
     struct ferry_bulk bulk = {.in = src, .in_len = count};
-    if (async) {
+    /* Once the bytes are on their way the source may be reused, and nothing
+       but a later CUDA call (ordered after this one) can observe device
+       memory: so a synchronous copy into a checked arena range is pipelined
+       too, and a failure surfaces at the next synchronizing call, as CUDA's
+       asynchronous errors do. Copies outside the arena (module globals)
+       wait for their answer. */
+    if (async || ferry_vgpu_of(dst)) {
       struct ferry_memcpy_htod_async_args a = {(uint64_t)(uintptr_t)dst, sid};
       return ferry_call(dv, FERRY_CALL_memcpy_htod_async, &a, NULL, &bulk);
     }

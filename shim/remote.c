@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "shim.h"
+#include "transport/reader.h"
 
 static pthread_mutex_t flusher_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t flusher_cond = PTHREAD_COND_INITIALIZER;
@@ -185,7 +186,7 @@ static int discard(struct ferry_vgpu *v, uint64_t n) {
   char scratch[4096];
   while (n) {
     size_t k = n < sizeof scratch ? n : sizeof scratch;
-    if (ferry_recv_all(v->conn, scratch, k)) return -1;
+    if (ferry_read(v->reader, scratch, k)) return -1;
     n -= k;
   }
   return 0;
@@ -196,7 +197,7 @@ static int read_body(struct ferry_vgpu *v, uint32_t len) {
   struct ferry_buf *b = &ferry_thread()->reply;
   b->len = 0;
   if (len > FERRY_MAX_BODY || ferry_buf_reserve(b, len + 1)) return -1;
-  if (len && ferry_recv_all(v->conn, b->data, len)) return -1;
+  if (len && ferry_read(v->reader, b->data, len)) return -1;
   b->len = len;
   b->data[len] = '\0';
   return 0;
@@ -228,7 +229,7 @@ static int on_deferred(struct ferry_vgpu *v, const struct ferry_frame *h) {
               (unsigned long long)t);
     return discard(v, h->bulk_len);
   }
-  return ferry_recv_all(v->conn, d.dst, d.size);
+  return ferry_read(v->reader, d.dst, d.size);
 }
 
 static int on_output(struct ferry_vgpu *v, const struct ferry_frame *h) {
@@ -237,7 +238,7 @@ static int on_output(struct ferry_vgpu *v, const struct ferry_frame *h) {
   uint64_t left = h->bulk_len;
   while (left) {
     size_t k = left < sizeof chunk ? left : sizeof chunk;
-    if (ferry_recv_all(v->conn, chunk, k)) return -1;
+    if (ferry_read(v->reader, chunk, k)) return -1;
     fwrite(chunk, 1, k, stdout);
     left -= k;
   }
@@ -265,7 +266,7 @@ static void on_goodbye(struct ferry_vgpu *v, const struct ferry_frame *h) {
 
 void ferry_read_goodbye(struct ferry_vgpu *v) {
   struct ferry_frame h;
-  if (ferry_recv_all(v->conn, &h, sizeof h) == 0 && h.magic == FERRY_MAGIC &&
+  if (ferry_read(v->reader, &h, sizeof h) == 0 && h.magic == FERRY_MAGIC &&
       h.kind == FERRY_KIND_GOODBYE)
     on_goodbye(v, &h);
 }
@@ -277,7 +278,7 @@ static int read_reply(struct ferry_vgpu *v, unsigned call, void *rets,
   for (;;) {
     struct ferry_frame h;
     errno = 0;
-    if (ferry_recv_all(v->conn, &h, sizeof h)) return lost(v, "waiting for a reply");
+    if (ferry_read(v->reader, &h, sizeof h)) return lost(v, "waiting for a reply");
     if (h.magic != FERRY_MAGIC) {
       errno = 0;
       return lost(v, "reading a reply (bad frame magic)");
@@ -307,8 +308,8 @@ static int read_reply(struct ferry_vgpu *v, unsigned call, void *rets,
         return lost(v, "reading a reply (unexpected bulk data)");
       }
       int32_t final_status;
-      if (ferry_recv_all(v->conn, dst, h.bulk_len) ||
-          ferry_recv_all(v->conn, &final_status, sizeof final_status))
+      if (ferry_read(v->reader, dst, h.bulk_len) ||
+          ferry_read(v->reader, &final_status, sizeof final_status))
         return lost(v, "receiving copy data");
       if (final_status) status = final_status;
     }

@@ -32,6 +32,7 @@ struct ferry_vgpu {
   struct ferry_url url;
   char url_text[300];
   struct ferry_conn *conn;
+  struct ferry_reader *reader; /* all receives go through it (under call_lock) */
 
   /* outgoing frames: ASYNC calls are appended and flushed in batches */
   pthread_mutex_t send_lock; /* protects sendbuf; taken before sock_lock */

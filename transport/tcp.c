@@ -71,11 +71,12 @@ static int tcp_sendv(struct ferry_conn *c, const struct iovec *iov, int iovcnt) 
   return 0;
 }
 
-static int tcp_recv_all(struct ferry_conn *c, void *buf, size_t n) {
+static long tcp_recv_some(struct ferry_conn *c, void *buf, size_t min, size_t cap) {
   int fd = ((struct tcp_conn *)c)->fd;
   char *p = buf;
-  while (n) {
-    ssize_t r = recv(fd, p, n, 0);
+  size_t got = 0;
+  while (got < min || (got == 0 && cap > 0)) {
+    ssize_t r = recv(fd, p + got, cap - got, 0);
     if (r < 0) {
       if (errno == EINTR) continue;
       return -1;
@@ -84,10 +85,13 @@ static int tcp_recv_all(struct ferry_conn *c, void *buf, size_t n) {
       errno = ECONNRESET; /* the peer closed: callers treat both alike */
       return -1;
     }
-    p += r;
-    n -= (size_t)r;
+    got += (size_t)r;
   }
-  return 0;
+  return (long)got;
+}
+
+static int tcp_recv_all(struct ferry_conn *c, void *buf, size_t n) {
+  return tcp_recv_some(c, buf, n, n) < 0 ? -1 : 0;
 }
 
 /* after fork the parent drops its copy; shutdown() would cut the child's too */
@@ -104,7 +108,8 @@ static void tcp_close(struct ferry_conn *c) {
 }
 
 static const struct ferry_conn_ops tcp_conn_ops = {
-    .sendv = tcp_sendv, .recv_all = tcp_recv_all, .detach = tcp_detach, .close = tcp_close};
+    .sendv = tcp_sendv, .recv_all = tcp_recv_all, .recv_some = tcp_recv_some,
+    .detach = tcp_detach, .close = tcp_close};
 
 /* latency and dead-peer detection settings shared by both ends */
 static void tune_socket(int fd) {

@@ -31,6 +31,9 @@ struct ferry_conn_ops {
   int (*sendv)(struct ferry_conn *c, const struct iovec *iov, int iovcnt);
   /* receive exactly n bytes; 0, or -1 with errno set (ECONNRESET on a closed peer) */
   int (*recv_all)(struct ferry_conn *c, void *buf, size_t n);
+  /* receive at least min and at most cap bytes (whatever already arrived);
+     the count, or -1 with errno set */
+  long (*recv_some)(struct ferry_conn *c, void *buf, size_t min, size_t cap);
   /* forget the connection in this process only (the server's parent after fork) */
   void (*detach)(struct ferry_conn *c);
   void (*close)(struct ferry_conn *c);

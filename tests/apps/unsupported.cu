@@ -1,6 +1,8 @@
-// Calls CUDA runtime functions ferry does not forward. The program must
-// still load and run, get cudaErrorNotSupported, and see one warning per
-// call name.
+// Calls CUDA runtime functions ferry does not forward, and misuses the API
+// in ways plain CUDA leaves undefined (a destroyed stream, a copy past the
+// end of an allocation). Under ferry the program must still load and run,
+// get cudaErrorNotSupported / clear errors, and see one warning per call
+// name. Only meaningful under ferry.
 #include <cstdio>
 #include <cuda_runtime.h>
 
@@ -21,7 +23,19 @@ int main() {
   printf("managed=%s managed_again=%s graph=%s mapped_device_pointer=%s malloc=%s free=%s\n", cudaGetErrorName(a),
          cudaGetErrorName(b), cudaGetErrorName(c), cudaGetErrorName(d), cudaGetErrorName(e),
          cudaGetErrorName(f));
-  int ok = a == cudaErrorNotSupported && b == cudaErrorNotSupported &&
+  // misuse that ferry catches before it reaches the GPU
+  int *small = nullptr, host[17];
+  cudaStream_t s;
+  cudaMalloc(&small, 16 * sizeof(int));
+  cudaError_t past_end = cudaMemcpy(host, small, 17 * sizeof(int), cudaMemcpyDeviceToHost);
+  cudaStreamCreate(&s);
+  cudaStreamDestroy(s);
+  cudaError_t stale = cudaStreamSynchronize(s);
+  cudaFree(small);
+  cudaGetLastError();
+  printf("past_end=%s stale_stream=%s\n", cudaGetErrorName(past_end), cudaGetErrorName(stale));
+  int ok = past_end == cudaErrorInvalidValue && stale == cudaErrorInvalidResourceHandle &&
+           a == cudaErrorNotSupported && b == cudaErrorNotSupported &&
            c == cudaErrorNotSupported && d == cudaErrorNotSupported && e == cudaSuccess &&
            f == cudaSuccess;
   printf("unsupported: %s\n", ok ? "PASSED" : "FAILED");

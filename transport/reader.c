@@ -1,0 +1,24 @@
+/* Buffered reads; see reader.h. */
+#include "reader.h"
+
+#include <string.h>
+
+int ferry_read(struct ferry_reader *r, void *dst, size_t n) {
+  char *out = dst;
+  size_t have = r->len - r->pos;
+  size_t take = have < n ? have : n;
+  memcpy(out, r->buf + r->pos, take);
+  r->pos += take;
+  out += take;
+  n -= take;
+  if (!n) return 0;
+  r->pos = r->len = 0;
+  /* large remainders bypass the buffer: no extra copy of bulk data */
+  if (n >= FERRY_READER_SIZE / 2) return ferry_recv_all(r->conn, out, n);
+  long got = r->conn->ops->recv_some(r->conn, r->buf, n, FERRY_READER_SIZE);
+  if (got < 0) return -1;
+  memcpy(out, r->buf, n);
+  r->pos = n;
+  r->len = (size_t)got;
+  return 0;
+}
