@@ -11,6 +11,10 @@
 
 /* bulk copies move through two pinned buffers of this size */
 #define EXEC_CHUNK (4u << 20)
+/* a copy is cut into about four chunks, but none smaller than this (each
+   chunk costs an event record and wait), so the network transfer of one
+   chunk overlaps the DMA of the other even for copies well below EXEC_CHUNK */
+#define EXEC_MIN_CHUNK (64u << 10)
 /* bounds on client-chosen ids, so a hostile id cannot make tables huge */
 #define EXEC_MAX_STREAM_ID (1u << 22)
 #define EXEC_MAX_EVENT_ID (1u << 22)

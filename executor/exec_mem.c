@@ -198,6 +198,17 @@ static int xfer_span(struct ferry_exec *ex, const struct xfer *x, uint64_t off, 
   return CU(res);
 }
 
+/* the chunk size of a copy of len bytes: about a quarter of it, rounded up
+   to EXEC_MIN_CHUNK and capped by the staging buffers. A tiny copy stays one
+   chunk (one event, no pipelining to gain); from 2 * EXEC_MIN_CHUNK up the
+   socket transfer of one chunk overlaps the DMA of the previous one. */
+static size_t chunk_for(uint64_t len) {
+  uint64_t c = (len / 4 + EXEC_MIN_CHUNK - 1) / EXEC_MIN_CHUNK * EXEC_MIN_CHUNK;
+  if (c < EXEC_MIN_CHUNK)
+    c = EXEC_MIN_CHUNK;
+  return c > EXEC_CHUNK ? EXEC_CHUNK : (size_t)c;
+}
+
 /* host -> device: reads every byte of `in`; `err` is an error found
    before any copy (the bytes are then only drained) */
 static int pull(struct ferry_exec *ex, struct xfer *x, struct ferry_bulk_in *in, int err) {
@@ -206,10 +217,11 @@ static int pull(struct ferry_exec *ex, struct xfer *x, struct ferry_bulk_in *in,
     err = staging(ex);
   if (err)
     return exec_drain(in, len) ? EXEC_UNKNOWN : err;
+  size_t chunk = chunk_for(len);
   uint64_t off = 0;
   for (unsigned k = 0; off < len; k++) {
     int i = k & 1;
-    size_t n = len - off < EXEC_CHUNK ? (size_t)(len - off) : EXEC_CHUNK;
+    size_t n = len - off < chunk ? (size_t)(len - off) : chunk;
     int w = stage_wait(ex, i); /* even after an error: a DMA may still read it */
     if (!err)
       err = w;
@@ -226,11 +238,13 @@ static int pull(struct ferry_exec *ex, struct xfer *x, struct ferry_bulk_in *in,
   return err;
 }
 
-/* enqueues chunk k (into buffer k & 1) unless an earlier chunk failed */
-static int issue(struct ferry_exec *ex, const struct xfer *x, uint64_t k, size_t n, int *stop) {
+/* enqueues chunk k of size `chunk` (into buffer k & 1; n bytes, the last
+   one may be short) unless an earlier chunk failed */
+static int issue(struct ferry_exec *ex, const struct xfer *x, uint64_t k, size_t chunk, size_t n,
+                 int *stop) {
   int b = (int)(k & 1), e = *stop;
   if (!e)
-    e = xfer_span(ex, x, k * (uint64_t)EXEC_CHUNK, ex->stage[b], n);
+    e = xfer_span(ex, x, k * (uint64_t)chunk, ex->stage[b], n);
   if (!e)
     e = stage_mark(ex, b, x->s);
   *stop = e;
@@ -247,20 +261,21 @@ static int push(struct ferry_exec *ex, struct xfer *x, uint64_t len, struct ferr
   int err = staging(ex);
   if (err)
     return err;
-  uint64_t nchunks = (len + EXEC_CHUNK - 1) / EXEC_CHUNK;
-#define CHUNK_LEN(k) ((k) + 1 < nchunks ? EXEC_CHUNK : (size_t)(len - (k) * (uint64_t)EXEC_CHUNK))
+  size_t chunk = chunk_for(len);
+  uint64_t nchunks = (len + chunk - 1) / chunk;
+#define CHUNK_LEN(k) ((k) + 1 < nchunks ? chunk : (size_t)(len - (k) * (uint64_t)chunk))
   for (int i = 0; i < 2; i++)
     if ((err = stage_wait(ex, i)))
       return err;
   /* chunk k goes to buffer k & 1; cerr holds the error of enqueuing it.
      After a failure nothing more is enqueued. */
   int cerr[2] = {EXEC_OK, EXEC_OK}, stop = EXEC_OK;
-  cerr[0] = issue(ex, x, 0, CHUNK_LEN(0), &stop);
+  cerr[0] = issue(ex, x, 0, chunk, CHUNK_LEN(0), &stop);
   int begun = 0;
   for (uint64_t k = 0; k < nchunks; k++) {
     int i = k & 1;
     if (k + 1 < nchunks)
-      cerr[i ^ 1] = issue(ex, x, k + 1, CHUNK_LEN(k + 1), &stop);
+      cerr[i ^ 1] = issue(ex, x, k + 1, chunk, CHUNK_LEN(k + 1), &stop);
     int e = cerr[i] ? cerr[i] : stage_wait(ex, i);
     if (!err)
       err = e;

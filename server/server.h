@@ -39,7 +39,9 @@ int session_run(struct ferry_conn *c, const struct server_opts *opts);
 /* redirects fd 1 into a pipe drained by a thread; 0 or -1 */
 int capture_start(void);
 /* flushes stdout and moves what was captured so far into *buf and *len (caller
-   frees *buf); *len is 0 when nothing was printed */
-void capture_take(char **buf, size_t *len);
+   frees *buf); *len is 0 when nothing was printed. With look == 0 the pipe
+   itself is not read (no system call): only right for a caller who knows no
+   device code ran since the pipe was last read with look == 1. */
+void capture_take(char **buf, size_t *len, int look);
 
 #endif

@@ -4,6 +4,10 @@
  * answers SYNC calls. A peer that misbehaves only ever ends its own session:
  * every length and id coming off the wire is checked before it is used, and
  * CUDA errors (bad handles, bad addresses) are just answers, not failures.
+ * The per-call path is kept to as few system calls as it can be: every byte
+ * of the connection is read through one buffered reader (a small request is
+ * one receive), and a reply, bulk bytes and trailer included when they are
+ * small, leaves in one send.
  */
 #include "server.h"
 
@@ -19,6 +23,11 @@
 #include "common/log.h"
 #include "executor/exec.h"
 #include "protocol/codec.h"
+#include "transport/reader.h"
+
+/* bulk replies up to this size are held and sent with their header and
+   trailer in one send; larger ones go out as the executor produces them */
+#define HOLD_MAX (32u << 10)
 
 struct session {
   struct ferry_conn *c;
@@ -37,6 +46,17 @@ struct session {
   uint64_t in_left;
   int out_begun;
   uint64_t out_total, out_sent;
+  /* a bulk reply whose header (and first bytes) are not sent yet */
+  int held;
+  struct ferry_frame held_hdr;
+  char *hold_buf; /* HOLD_MAX bytes */
+  size_t hold_len;
+  /* device code may have run since the device was last synchronised, so
+     device printf output may sit in the capture pipe */
+  int device_ran;
+  /* every read of the connection goes through here: it may already hold
+     bytes of the next frame. Last, as it is large. */
+  struct ferry_reader rd;
 };
 
 static void set_reason(struct session *s, const char *fmt, ...)
@@ -126,7 +146,7 @@ static int flush_pending(struct session *s) {
   }
   char *out;
   size_t len;
-  capture_take(&out, &len);
+  capture_take(&out, &len, s->device_ran);
   if (!len) return 0;
   /* OUTPUT frames stay below FERRY_MAX_BULK trivially; split for the client's sake */
   int r = 0;
@@ -153,7 +173,7 @@ static int encode_rets(struct session *s) {
 static int bulk_in_read(void *ctx, void *dst, size_t n) {
   struct session *s = ctx;
   if (n > s->in_left) return -1; /* the executor asked for more than the client sent */
-  if (ferry_recv_all(s->c, dst, n)) {
+  if (ferry_read(&s->rd, dst, n)) {
     conn_failed(s);
     return -1;
   }
@@ -169,20 +189,48 @@ static int bulk_out_begin(void *ctx, uint64_t len) {
   s->out_begun = 1;
   s->out_total = len;
   s->out_sent = 0;
-  return send_frame(s, FERRY_KIND_REPLY, 0, ferry_exec_take_async_error(s->ex), s->out.data,
-                    s->out.len, NULL, 0, len);
+  /* the header waits for the first bytes (and, for a small reply, the
+     trailer): s->out keeps the encoded rets until then */
+  s->held = 1;
+  s->hold_len = 0;
+  s->held_hdr = (struct ferry_frame){.magic = FERRY_MAGIC,
+                                     .kind = FERRY_KIND_REPLY,
+                                     .async_status = ferry_exec_take_async_error(s->ex),
+                                     .body_len = (uint32_t)s->out.len,
+                                     .bulk_len = len};
+  return 0;
+}
+
+/* sends the held header and bytes, then p[0..n) and tail[0..tail_n) */
+static int send_held(struct session *s, const void *p, size_t n, const void *tail,
+                     size_t tail_n) {
+  struct iovec iov[5];
+  int k = 0;
+  if (s->held) {
+    iov[k++] = (struct iovec){&s->held_hdr, sizeof s->held_hdr};
+    iov[k++] = (struct iovec){s->out.data, s->out.len};
+    iov[k++] = (struct iovec){s->hold_buf, s->hold_len};
+  }
+  iov[k++] = (struct iovec){(void *)p, n};
+  iov[k++] = (struct iovec){(void *)tail, tail_n};
+  s->held = 0;
+  if (ferry_sendv(s->c, iov, k)) {
+    conn_failed(s);
+    return -1;
+  }
+  return 0;
 }
 
 static int bulk_out_write(void *ctx, const void *p, size_t n) {
   struct session *s = ctx;
   if (!s->out_begun || n > s->out_total - s->out_sent) return -1;
-  struct iovec iov = {(void *)p, n};
-  if (ferry_sendv(s->c, &iov, 1)) {
-    conn_failed(s);
-    return -1;
-  }
   s->out_sent += n;
-  return 0;
+  if (s->held && s->out_total <= HOLD_MAX) { /* small: all of it goes with the trailer */
+    memcpy(s->hold_buf + s->hold_len, p, n);
+    s->hold_len += n;
+    return 0;
+  }
+  return send_held(s, p, n, NULL, 0);
 }
 
 /* skips bulk bytes the executor did not consume, to stay in step with the frame */
@@ -190,7 +238,7 @@ static int discard_bulk(struct session *s) {
   char sink[65536];
   while (s->in_left) {
     size_t k = s->in_left > sizeof sink ? sizeof sink : (size_t)s->in_left;
-    if (ferry_recv_all(s->c, sink, k)) {
+    if (ferry_read(&s->rd, sink, k)) {
       conn_failed(s);
       return -1;
     }
@@ -211,9 +259,25 @@ static int pad_bulk(struct session *s) {
 
 /* ---- receiving ---- */
 
+/* Starts a frame with at most FILL_CAP bytes in one receive when the reader
+   is empty: enough for the header, body and bulk of a small call, while the
+   bulk of a bigger copy is left in the socket for the executor to receive
+   straight into its staging buffer (a full 64 KiB fill would have to be
+   copied there again, which measurably costs CPU on medium copies). */
+#define FILL_CAP 8192u
+_Static_assert(FILL_CAP <= FERRY_READER_SIZE, "the fill must fit the reader");
+static int fill_small(struct session *s) {
+  if (ferry_reader_buffered(&s->rd)) return 0;
+  long got = s->c->ops->recv_some(s->c, s->rd.buf, sizeof(struct ferry_frame), FILL_CAP);
+  if (got < 0) return -1;
+  s->rd.pos = 0;
+  s->rd.len = (size_t)got;
+  return 0;
+}
+
 /* reads a header; 1 when the client closed cleanly between frames */
 static int read_header(struct session *s, struct ferry_frame *h) {
-  if (ferry_recv_all(s->c, h, sizeof *h)) {
+  if (fill_small(s) || ferry_read(&s->rd, h, sizeof *h)) {
     conn_failed(s);
     return -1;
   }
@@ -262,7 +326,7 @@ static int read_body(struct session *s, const struct ferry_frame *h) {
     s->body = p;
     s->body_cap = cap;
   }
-  if (ferry_recv_all(s->c, s->body, h->body_len)) {
+  if (ferry_read(&s->rd, s->body, h->body_len)) {
     conn_failed(s);
     return -1;
   }
@@ -358,6 +422,7 @@ static int open_session(struct session *s) {
 static int serve_one(struct session *s, const struct ferry_frame *h) {
   unsigned flags = ferry_calls[h->kind].flags;
   s->call = h->kind;
+  if (s->call == FERRY_CALL_launch) s->device_ran = 1; /* the only call that runs device code */
   struct ferry_bulk_in in = {.len = h->bulk_len, .read = bulk_in_read, .ctx = s};
   struct ferry_bulk_out out = {.begin = bulk_out_begin, .write = bulk_out_write, .ctx = s};
   struct ferry_io io = {.in = (flags & BULK_IN) ? &in : NULL,
@@ -375,15 +440,14 @@ static int serve_one(struct session *s, const struct ferry_frame *h) {
     if (s->out_sent < s->out_total && status == cudaSuccess) status = cudaErrorUnknown;
     if (pad_bulk(s)) return -1;
     int32_t final = status;
-    struct iovec iov = {&final, sizeof final};
-    if (ferry_sendv(s->c, &iov, 1)) {
-      conn_failed(s);
-      return -1;
-    }
-    return 0;
+    return send_held(s, NULL, 0, &final, sizeof final);
   }
   if (!(flags & SYNC)) return 0;
   if (flush_pending(s)) return -1;
+  /* everything launched is done and its output flushed into the pipe,
+     which flush_pending just read */
+  if (s->call == FERRY_CALL_device_synchronize || s->call == FERRY_CALL_device_reset)
+    s->device_ran = 0;
   if (encode_rets(s)) return -2;
   return send_frame(s, FERRY_KIND_REPLY, status, ferry_exec_take_async_error(s->ex), s->out.data,
                     s->out.len, NULL, 0, 0);
@@ -397,10 +461,12 @@ int session_run(struct ferry_conn *c, const struct server_opts *opts) {
     if (ferry_args_size[i] > amax) amax = ferry_args_size[i];
     if (ferry_rets_size[i] > s.rets_size) s.rets_size = ferry_rets_size[i];
   }
+  ferry_reader_init(&s.rd, c);
   s.args = calloc(1, amax);
   s.rets = calloc(1, s.rets_size);
+  s.hold_buf = malloc(HOLD_MAX);
   int status;
-  if (!s.args || !s.rets) {
+  if (!s.args || !s.rets || !s.hold_buf) {
     set_reason(&s, "out of memory");
     status = SESSION_INTERNAL;
   } else if (capture_start()) {
@@ -433,5 +499,6 @@ int session_run(struct ferry_conn *c, const struct server_opts *opts) {
   free(s.body);
   free(s.args);
   free(s.rets);
+  free(s.hold_buf);
   return status;
 }

@@ -48,6 +48,7 @@ struct mem_out {
   unsigned char *data;
   uint64_t len, announced;
   int begun;
+  unsigned writes;
 };
 static int mem_begin(void *ctx, uint64_t len) {
   struct mem_out *m = ctx;
@@ -62,6 +63,7 @@ static int mem_write(void *ctx, const void *p, size_t n) {
   assert_true(m->len + n <= m->announced);
   memcpy(m->data + m->len, p, n);
   m->len += n;
+  m->writes++;
   return 0;
 }
 
@@ -279,6 +281,50 @@ static void test_deferred_dtoh(void **state) {
   g.n = 0;
   assert_int_equal(ferry_exec_flush_deferred(ex, on_deferred, &g), 0);
   assert_int_equal(g.n, 0);
+  assert_int_equal(unmap(ARENA, 2 * MiB), OK);
+}
+
+/* copies below the staging size are still cut into chunks (so the network
+   and the DMA overlap), tiny ones are not; pitched rows cut by chunks too */
+static void test_medium_copies_chunked(void **state) {
+  (void)state;
+  const uint64_t n = 300000; /* chunks of 128 KiB: three of them */
+  unsigned char *src = malloc(n);
+  for (uint64_t i = 0; i < n; i++)
+    src[i] = (unsigned char)(i * 11 + (i >> 10));
+  assert_int_equal(map(ARENA, 2 * MiB), OK);
+  struct mem_in st = {0};
+  assert_int_equal(htod(ARENA + 3, src, 4000, &st), OK);
+  assert_int_equal(st.reads, 1);
+  st = (struct mem_in){0};
+  assert_int_equal(htod(ARENA + 3, src, n, &st), OK);
+  assert_int_equal(st.reads, 3);
+  assert_memory_equal((void *)(uintptr_t)(ARENA + 3), src, n);
+  struct mem_out out = {0};
+  assert_int_equal(dtoh(ARENA + 3, n, &out), OK);
+  assert_int_equal(out.writes, 3);
+  assert_int_equal(out.len, n);
+  assert_memory_equal(out.data, src, n);
+  /* 300 rows of 1000 bytes at pitch 1024: 128 KiB chunks end mid-row */
+  const uint64_t w = 1000, h = 300, pitch = 1024;
+  struct ferry_memcpy2d_htod_args a = {.dst = ARENA + MiB, .dpitch = pitch, .width = w, .height = h};
+  struct ferry_memcpy2d_htod_rets r;
+  st = (struct mem_in){0};
+  assert_int_equal(call_in(FERRY_CALL_memcpy2d_htod, &a, &r, src, w * h, &st), OK);
+  assert_int_equal(st.reads, 3);
+  const unsigned char *dev = (const unsigned char *)(uintptr_t)(ARENA + MiB);
+  for (uint64_t y = 0; y < h; y++)
+    assert_memory_equal(dev + y * pitch, src + y * w, w);
+  struct ferry_memcpy2d_dtoh_args b = {.src = ARENA + MiB, .spitch = pitch, .width = w, .height = h};
+  struct ferry_memcpy2d_dtoh_rets br;
+  struct mem_out out2 = {0};
+  assert_int_equal(call_out(FERRY_CALL_memcpy2d_dtoh, &b, &br, &out2), OK);
+  assert_int_equal(out2.writes, 3);
+  assert_int_equal(out2.len, w * h);
+  assert_memory_equal(out2.data, src, w * h);
+  free(out.data);
+  free(out2.data);
+  free(src);
   assert_int_equal(unmap(ARENA, 2 * MiB), OK);
 }
 
@@ -564,6 +610,7 @@ int main(void) {
       cmocka_unit_test(test_roundtrip_multichunk),
       cmocka_unit_test(test_copy_errors_keep_framing),
       cmocka_unit_test(test_deferred_dtoh),
+      cmocka_unit_test(test_medium_copies_chunked),
       cmocka_unit_test(test_2d_and_memset),
       cmocka_unit_test(test_module_load),
       cmocka_unit_test(test_launch_and_latching),

@@ -479,6 +479,74 @@ static void test_copy_roundtrip(void **state) {
   assert_healthy();
 }
 
+/* Many frames in one send, so the server's reader holds several at once;
+   copy sizes on both sides of the small-reply and chunking thresholds. */
+static void test_pipelined_copies(void **state) {
+  (void)state;
+  struct ferry_conn *c = hello();
+  struct ferry_mem_map_args m = {.addr = ARENA_BASE, .size = 8u << 20};
+  assert_int_equal(sync_call(c, FERRY_CALL_mem_map, &m, NULL), 0);
+  static const size_t sizes[] = {1, 4, 4093, 32768, 32769, 65543, 300001, (1u << 20) + 5};
+  enum { N = sizeof sizes / sizeof sizes[0] };
+  size_t total = 0;
+  for (int i = 0; i < N; i++) total += sizes[i];
+  unsigned char *src = malloc(total);
+  for (size_t i = 0; i < total; i++) src[i] = (unsigned char)(i * 13 + (i >> 9));
+  /* every htod, then every dtoh, encoded into one buffer sent at once */
+  struct ferry_buf all = {0};
+  uint64_t at = ARENA_BASE + 17;
+  size_t off = 0;
+  for (int pass = 0; pass < 2; pass++, at = ARENA_BASE + 17, off = 0) {
+    for (int i = 0; i < N; i++) {
+      struct ferry_buf b = {0};
+      struct ferry_memcpy_htod_async_args h = {.dst = at, .stream = 0};
+      struct ferry_memcpy_dtoh_args d = {.src = at, .size = sizes[i], .stream = 0};
+      unsigned call = pass ? FERRY_CALL_memcpy_dtoh : FERRY_CALL_memcpy_htod_async;
+      assert_int_equal(ferry_encode_args(call, pass ? (void *)&d : (void *)&h, &b), 0);
+      struct ferry_frame f = {.magic = FERRY_MAGIC, .kind = (uint16_t)call,
+                              .body_len = (uint32_t)b.len, .bulk_len = pass ? 0 : sizes[i]};
+      assert_int_equal(ferry_buf_append(&all, (const char *)&f, sizeof f), 0);
+      assert_int_equal(ferry_buf_append(&all, b.data, b.len), 0);
+      if (!pass) assert_int_equal(ferry_buf_append(&all, (const char *)src + off, sizes[i]), 0);
+      ferry_buf_free(&b);
+      at += sizes[i] + 3;
+      off += sizes[i];
+    }
+  }
+  send_raw(c, all.data, all.len);
+  ferry_buf_free(&all);
+  off = 0;
+  for (int i = 0; i < N; i++) {
+    struct reply r;
+    assert_int_equal(read_reply(c, &r, 1), 0);
+    assert_int_equal(r.h.kind, FERRY_KIND_REPLY);
+    assert_int_equal(r.h.status, 0);
+    assert_int_equal(r.h.async_status, 0);
+    assert_int_equal(r.h.bulk_len, sizes[i]);
+    assert_int_equal(r.final_status, 0);
+    assert_memory_equal(r.bulk, src + off, sizes[i]);
+    free_reply(&r);
+    off += sizes[i];
+  }
+  /* a copy that runs off the end of the mapping after its first chunk (a
+     300000-byte copy moves in 128 KiB chunks): every announced byte still
+     comes, and the trailer carries the error */
+  struct ferry_memcpy_dtoh_args d = {.src = ARENA_BASE + (8u << 20) - 200000, .size = 300000};
+  send_call(c, FERRY_CALL_memcpy_dtoh, &d, NULL, 0);
+  struct reply r;
+  assert_int_equal(read_reply(c, &r, 1), 0);
+  assert_int_equal(r.h.kind, FERRY_KIND_REPLY);
+  assert_int_equal(r.h.status, 0);
+  assert_int_equal(r.h.bulk_len, 300000);
+  assert_true(r.final_status != 0);
+  free_reply(&r);
+  struct ferry_device_synchronize_args s = {0};
+  assert_int_equal(sync_call(c, FERRY_CALL_device_synchronize, &s, NULL), 0);
+  free(src);
+  c->ops->close(c);
+  assert_healthy();
+}
+
 /* errors: bad handles are answers; ASYNC errors surface in the next reply */
 static void test_cuda_errors_are_not_fatal(void **state) {
   (void)state;
@@ -537,6 +605,7 @@ int main(void) {
       cmocka_unit_test(test_header_violations),
       cmocka_unit_test(test_hello_refusals),
       cmocka_unit_test(test_copy_roundtrip),
+      cmocka_unit_test(test_pipelined_copies),
       cmocka_unit_test(test_cuda_errors_are_not_fatal),
       cmocka_unit_test(test_once),
   };
