@@ -72,6 +72,9 @@
     (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,         \
      unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params,     \
      void **extra))                                                                           \
+  X(LaunchCooperativeKernel, "cuLaunchCooperativeKernel",                                     \
+    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,         \
+     unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params))    \
   X(OccupancyMaxActiveBlocksPerMultiprocessorWithFlags,                                       \
     "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",                                   \
     (int *blocks, CUfunction fn, int block_size, size_t dynamic_smem, unsigned int flags))    \

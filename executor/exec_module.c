@@ -272,8 +272,12 @@ int ferry_x_launch(struct ferry_exec *ex, const struct ferry_launch_args *a,
     memcpy(ex->param_buf, a->params.ptr, a->params.len);
   for (uint32_t i = 0; i < f->nparams; i++)
     ex->param_ptrs[i] = (char *)ex->param_buf + f->layout[2 * i];
+  void **params = f->nparams ? ex->param_ptrs : NULL;
+  if (a->cooperative)
+    return CU(ex->d->LaunchCooperativeKernel(f->fn, a->gx, a->gy, a->gz, a->bx, a->by, a->bz,
+                                             a->shmem, s, params));
   return CU(ex->d->LaunchKernel(f->fn, a->gx, a->gy, a->gz, a->bx, a->by, a->bz, a->shmem, s,
-                                f->nparams ? ex->param_ptrs : NULL, NULL));
+                                params, NULL));
 }
 
 int ferry_x_func_get_attributes(struct ferry_exec *ex, const struct ferry_func_get_attributes_args *a,

@@ -53,14 +53,15 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void 
 
 cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void **args,
                                     size_t shmem, cudaStream_t stream) {
-  return ferry_ret(ferry_launch((struct ferry_kernel *)kernel, grid, block, args, shmem, stream, 1));
+  return ferry_ret(ferry_launch((struct ferry_kernel *)kernel, grid, block, args, shmem, stream,
+                                FERRY_LAUNCH_PER_THREAD));
 }
 
 static cudaError_t launch_by_func(const void *func, dim3 grid, dim3 block, void **args,
-                                  size_t shmem, cudaStream_t stream, int per_thread) {
+                                  size_t shmem, cudaStream_t stream, unsigned flags) {
   struct ferry_kernel *k;
   int rc = ferry_kernel_lookup(func, &k);
-  if (!rc) rc = ferry_launch(k, grid, block, args, shmem, stream, per_thread);
+  if (!rc) rc = ferry_launch(k, grid, block, args, shmem, stream, flags);
   return ferry_ret(rc);
 }
 
@@ -71,7 +72,18 @@ cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **arg
 
 cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 grid, dim3 block, void **args,
                                   size_t shmem, cudaStream_t stream) {
-  return launch_by_func(func, grid, block, args, shmem, stream, 1);
+  return launch_by_func(func, grid, block, args, shmem, stream, FERRY_LAUNCH_PER_THREAD);
+}
+
+cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 grid, dim3 block, void **args,
+                                        size_t shmem, cudaStream_t stream) {
+  return launch_by_func(func, grid, block, args, shmem, stream, FERRY_LAUNCH_COOPERATIVE);
+}
+
+cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 grid, dim3 block, void **args,
+                                             size_t shmem, cudaStream_t stream) {
+  return launch_by_func(func, grid, block, args, shmem, stream,
+                        FERRY_LAUNCH_COOPERATIVE | FERRY_LAUNCH_PER_THREAD);
 }
 
 /* resolves func on the current device */

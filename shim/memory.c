@@ -75,6 +75,15 @@ cudaError_t cudaFree(void *ptr) {
   struct ferry_vgpu *v = ferry_vgpu_of(ptr);
   if (!v) return ferry_ret(cudaErrorInvalidValue);
   if (v->dead) return ferry_ret(cudaErrorDevicesUnavailable);
+  pthread_mutex_lock(&v->arena_lock);
+  int live = ferry_arena_find(&v->arena, (uint64_t)(uintptr_t)ptr) != NULL;
+  pthread_mutex_unlock(&v->arena_lock);
+  if (!live) return ferry_ret(cudaErrorInvalidValue);
+  /* cudaFree waits for the device: kernels still running may use the memory
+     (Thrust frees temporary storage right after launching into it) */
+  struct ferry_device_synchronize_args sync = {0};
+  rc = ferry_call(v, FERRY_CALL_device_synchronize, &sync, NULL, NULL);
+  if (rc) return ferry_ret(rc);
   struct ferry_arena_backend be = {map_remote, unmap_remote, v};
   pthread_mutex_lock(&v->arena_lock);
   rc = ferry_arena_free(&v->arena, (uint64_t)(uintptr_t)ptr, &be);

@@ -362,14 +362,14 @@ static int check_config(const struct ferry_vgpu *v, dim3 grid, dim3 block) {
 static __thread unsigned char param_buf[FERRY_MAX_PARAM_BYTES];
 
 int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
-                 cudaStream_t stream, int per_thread) {
+                 cudaStream_t stream, unsigned flags) {
   int err;
   struct ferry_vgpu *v = ferry_current(&err);
   if (!v) return err;
   if (!k || k->magic != KERNEL_MAGIC) return cudaErrorInvalidDeviceFunction;
   struct ferry_vgpu *sv;
   uint32_t sid;
-  if ((err = ferry_stream_resolve(stream, per_thread, &sv, &sid))) return err;
+  if ((err = ferry_stream_resolve(stream, flags & FERRY_LAUNCH_PER_THREAD, &sv, &sid))) return err;
   if (sv != v) return cudaErrorInvalidResourceHandle;
   if ((err = check_config(v, grid, block))) return err;
   uint32_t func;
@@ -382,6 +382,7 @@ int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, siz
                                 .bx = block.x, .by = block.y, .bz = block.z,
                                 .shmem = (uint32_t)shmem,
                                 .stream = sid,
+                                .cooperative = (flags & FERRY_LAUNCH_COOPERATIVE) != 0,
                                 .params = {param_buf, k->layout.bytes}};
   return ferry_call(v, FERRY_CALL_launch, &a, NULL, NULL);
 }

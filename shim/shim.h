@@ -126,8 +126,10 @@ void ferry_streams_forget(int vgpu);
 /* ---- kernels and modules (module.c) ---- */
 struct ferry_kernel;
 int ferry_kernel_lookup(const void *func, struct ferry_kernel **k);
+#define FERRY_LAUNCH_PER_THREAD 1u /* the _ptsz variant: NULL means the per-thread stream */
+#define FERRY_LAUNCH_COOPERATIVE 2u
 int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
-                 cudaStream_t stream, int per_thread);
+                 cudaStream_t stream, unsigned flags);
 int ferry_kernel_func_id(struct ferry_kernel *k, struct ferry_vgpu *v, uint32_t *func);
 /* device address and size of a __device__/__constant__ variable on v */
 int ferry_symbol_lookup(const void *symbol, struct ferry_vgpu *v, uint64_t *addr, uint64_t *size);

@@ -262,3 +262,41 @@ void ferry_streams_forget(int vgpu) {
   ferry_handles_remove_if(&ferry.streams, on_vgpu, &vgpu, free);
   ferry_handles_remove_if(&ferry.events, on_vgpu, &vgpu, free);
 }
+
+/* ---- host callbacks ----
+   A callback runs once the work before it on its stream is done, and the
+   work after it waits for it. Waiting for the stream here and then calling
+   it in this thread keeps both guarantees; callbacks may not call CUDA, so
+   running them in the caller's thread cannot deadlock. */
+static cudaError_t add_callback(cudaStream_t s, cudaStreamCallback_t cb, void *user,
+                                unsigned flags, int per_thread) {
+  if (!cb || flags) return ferry_ret(cudaErrorInvalidValue);
+  cudaError_t status = stream_sync(s, per_thread);
+  if (status == cudaErrorInvalidResourceHandle || status == cudaErrorDevicesUnavailable ||
+      status == cudaErrorNoDevice)
+    return status;
+  cb(s, status, user);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamAddCallback(cudaStream_t s, cudaStreamCallback_t cb, void *user,
+                                  unsigned int flags) {
+  return add_callback(s, cb, user, flags, 0);
+}
+cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t s, cudaStreamCallback_t cb, void *user,
+                                       unsigned int flags) {
+  return add_callback(s, cb, user, flags, 1);
+}
+
+static cudaError_t launch_host_func(cudaStream_t s, cudaHostFn_t fn, void *user, int per_thread) {
+  if (!fn) return ferry_ret(cudaErrorInvalidValue);
+  cudaError_t status = stream_sync(s, per_thread);
+  if (status) return status; /* after an error the function is not called */
+  fn(user);
+  return cudaSuccess;
+}
+cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *user) {
+  return launch_host_func(s, fn, user, 0);
+}
+cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t s, cudaHostFn_t fn, void *user) {
+  return launch_host_func(s, fn, user, 1);
+}

