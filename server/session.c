@@ -259,25 +259,10 @@ static int pad_bulk(struct session *s) {
 
 /* ---- receiving ---- */
 
-/* Starts a frame with at most FILL_CAP bytes in one receive when the reader
-   is empty: enough for the header, body and bulk of a small call, while the
-   bulk of a bigger copy is left in the socket for the executor to receive
-   straight into its staging buffer (a full 64 KiB fill would have to be
-   copied there again, which measurably costs CPU on medium copies). */
-#define FILL_CAP 8192u
-_Static_assert(FILL_CAP <= FERRY_READER_SIZE, "the fill must fit the reader");
-static int fill_small(struct session *s) {
-  if (ferry_reader_buffered(&s->rd)) return 0;
-  long got = s->c->ops->recv_some(s->c, s->rd.buf, sizeof(struct ferry_frame), FILL_CAP);
-  if (got < 0) return -1;
-  s->rd.pos = 0;
-  s->rd.len = (size_t)got;
-  return 0;
-}
 
 /* reads a header; 1 when the client closed cleanly between frames */
 static int read_header(struct session *s, struct ferry_frame *h) {
-  if (fill_small(s) || ferry_read(&s->rd, h, sizeof *h)) {
+  if (ferry_read(&s->rd, h, sizeof *h)) {
     conn_failed(s);
     return -1;
   }

@@ -15,7 +15,8 @@ int ferry_read(struct ferry_reader *r, void *dst, size_t n) {
   r->pos = r->len = 0;
   /* large remainders bypass the buffer: no extra copy of bulk data */
   if (n >= FERRY_READER_SIZE / 2) return ferry_recv_all(r->conn, out, n);
-  long got = r->conn->ops->recv_some(r->conn, r->buf, n, FERRY_READER_SIZE);
+  size_t cap = n > FERRY_READER_FILL ? n : FERRY_READER_FILL;
+  long got = r->conn->ops->recv_some(r->conn, r->buf, n, cap);
   if (got < 0) return -1;
   memcpy(out, r->buf, n);
   r->pos = n;

@@ -11,6 +11,10 @@
 #include "transport.h"
 
 #define FERRY_READER_SIZE (64u * 1024u)
+/* a refill asks for at most this much beyond what is needed: enough for a
+   whole small frame, while the bulk of a medium copy stays in the socket
+   for the caller to receive straight into its own buffer */
+#define FERRY_READER_FILL (8u * 1024u)
 
 struct ferry_reader {
   struct ferry_conn *conn;
