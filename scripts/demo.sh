@@ -10,14 +10,13 @@ export PATH="${CUDA_HOME:-/usr/local/cuda}/bin:$PATH"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$(nproc 2>/dev/null || echo 2)" --target ferry-server ferry cudart ferry_apps app_twins
 
-backend=cuda
+set -- --backend cuda
 if ! build/bin/ferry-server --probe >/dev/null 2>&1; then
-  backend=sim
+  set -- --backend sim --sim-kernels build/tests/apps/app_twins.so
   echo "demo: no usable GPU here: ferry-server runs on ferry's CPU simulation (results computed on the CPU)"
 fi
 log=$(mktemp)
-build/bin/ferry-server --listen tcp://127.0.0.1:0 --backend $backend \
-  --sim-kernels build/tests/apps/app_twins.so 2>"$log" &
+build/bin/ferry-server --listen tcp://127.0.0.1:0 "$@" 2>"$log" &
 server=$!
 trap 'kill $server 2>/dev/null; rm -f "$log"' EXIT
 port=
@@ -27,6 +26,6 @@ for i in $(seq 50); do
   sleep 0.1
 done
 [ -n "$port" ] || { cat "$log"; echo "demo: ferry-server did not start"; exit 1; }
-echo "demo: ferry-server listening on tcp://127.0.0.1:$port (backend $backend)"
+echo "demo: ferry-server listening on tcp://127.0.0.1:$port ($2 backend)"
 echo "demo: FERRY_DEVICES=tcp://127.0.0.1:$port/0 ferry run -- build/tests/apps/vecadd"
 FERRY_DEVICES=tcp://127.0.0.1:$port/0 build/bin/ferry run -- build/tests/apps/vecadd 1000000 10

@@ -28,11 +28,13 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: ferry-server [--listen tcp://0.0.0.0:7420]... [--gpus 0,1]\n"
           "                    [--backend cuda|sim] [--sim-kernels twins.so] [--once] [--quiet]\n"
+          "                    [--probe]\n"
           "  --listen URL       address to accept clients on (repeatable; port 0 picks a free one)\n"
           "  --gpus LIST        offer only these physical GPUs; client GPU i runs on the i-th\n"
           "  --backend NAME     cuda (default) runs on real GPUs; sim simulates one on the CPU\n"
           "  --sim-kernels SO   shared object with CPU twins of the kernels (sim backend)\n"
           "  --once             serve one session, then exit with its status\n"
+          "  --probe            check that the backend loads and has GPUs, then exit\n"
           "  --quiet            log only errors\n");
 }
 
@@ -132,7 +134,7 @@ static int probe_backend(const struct server_opts *o, int *count) {
     return 0;
   }
   if (msg[0] == 'L' && is_cuda)
-    ferry_log("cannot load the CUDA driver: %s; on a machine without a GPU, use --backend sim",
+    ferry_log("%s; on a machine without a GPU, use --backend sim",
               msg + 1);
   else if (msg[0] == 'L')
     ferry_log("cannot load the %s backend: %s", o->backend, msg + 1);
@@ -242,14 +244,15 @@ int main(int argc, char **argv) {
   ferry_log_set_prefix("ferry-server");
   struct server_opts o = {.backend = "cuda"};
   const char *listen_urls[MAX_LISTENERS];
-  int nlisten = 0, once = 0;
+  int nlisten = 0, once = 0, probe_only = 0;
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, 'l'},  {"gpus", required_argument, NULL, 'g'},
       {"backend", required_argument, NULL, 'b'}, {"sim-kernels", required_argument, NULL, 'k'},
       {"once", no_argument, NULL, 'o'},          {"quiet", no_argument, NULL, 'q'},
-      {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+      {"help", no_argument, NULL, 'h'},          {"probe", no_argument, NULL, 'p'},
+      {NULL, 0, NULL, 0}};
   int opt;
-  while ((opt = getopt_long(argc, argv, "l:g:b:k:oqh", longopts, NULL)) != -1) {
+  while ((opt = getopt_long(argc, argv, "l:g:b:k:oqhp", longopts, NULL)) != -1) {
     switch (opt) {
     case 'l':
       if (nlisten == MAX_LISTENERS) {
@@ -272,6 +275,7 @@ int main(int argc, char **argv) {
     case 'o': once = 1; break;
     case 'q': o.quiet = 1; break;
     case 'h': usage(stdout); return 0;
+    case 'p': probe_only = 1; break;
     default: usage(stderr); return 2;
     }
   }
@@ -288,6 +292,10 @@ int main(int argc, char **argv) {
 
   int count = 0;
   if (probe_backend(&o, &count)) return 1;
+  if (probe_only) {
+    printf("backend %s: %d GPU%s\n", o.backend, count, count == 1 ? "" : "s");
+    return 0;
+  }
   for (int i = 0; i < o.ngpus; i++)
     if (o.gpus[i] >= count) {
       ferry_log("--gpus names GPU %d, but the %s backend has %d GPU%s (0..%d)", o.gpus[i],
