@@ -311,14 +311,15 @@ void ferry_modules_forget(int vgpu) {
   pthread_rwlock_unlock(&registry_lock);
 }
 
+/* a pointer that is no kernel: CUDA 13 says "invalid resource handle" (H100, driver 580) */
 int ferry_kernel_lookup(const void *func, struct ferry_kernel **k) {
-  if (!func) return cudaErrorInvalidDeviceFunction;
+  if (!func) return cudaErrorInvalidResourceHandle;
   pthread_rwlock_rdlock(&registry_lock);
   struct ferry_kernel *found = map_get(&kernels_by_host, func);
   if (!found) found = map_get(&kernel_objects, func); /* a cudaKernel_t passed as func */
   pthread_rwlock_unlock(&registry_lock);
   *k = found;
-  return found ? 0 : cudaErrorInvalidDeviceFunction;
+  return found ? 0 : cudaErrorInvalidResourceHandle;
 }
 
 int ferry_kernel_func_id(struct ferry_kernel *k, struct ferry_vgpu *v, uint32_t *func) {
@@ -342,20 +343,22 @@ int ferry_symbol_lookup(const void *symbol, struct ferry_vgpu *v, uint64_t *addr
   return 0;
 }
 
+/* CUDA 13 launches through the driver, which answers a bad configuration
+   with "invalid value" (measured on an H100, driver 580) */
 static int check_config(const struct ferry_vgpu *v, dim3 grid, dim3 block) {
   const int32_t *at = v->attrs;
   uint64_t threads = (uint64_t)block.x * block.y * block.z;
-  if (!grid.x || !grid.y || !grid.z || !threads) return cudaErrorInvalidConfiguration;
+  if (!grid.x || !grid.y || !grid.z || !threads) return cudaErrorInvalidValue;
   if (at[cudaDevAttrMaxThreadsPerBlock] && threads > (uint64_t)at[cudaDevAttrMaxThreadsPerBlock])
-    return cudaErrorInvalidConfiguration;
+    return cudaErrorInvalidValue;
   if ((at[cudaDevAttrMaxBlockDimX] && block.x > (unsigned)at[cudaDevAttrMaxBlockDimX]) ||
       (at[cudaDevAttrMaxBlockDimY] && block.y > (unsigned)at[cudaDevAttrMaxBlockDimY]) ||
       (at[cudaDevAttrMaxBlockDimZ] && block.z > (unsigned)at[cudaDevAttrMaxBlockDimZ]))
-    return cudaErrorInvalidConfiguration;
+    return cudaErrorInvalidValue;
   if ((at[cudaDevAttrMaxGridDimX] && grid.x > (unsigned)at[cudaDevAttrMaxGridDimX]) ||
       (at[cudaDevAttrMaxGridDimY] && grid.y > (unsigned)at[cudaDevAttrMaxGridDimY]) ||
       (at[cudaDevAttrMaxGridDimZ] && grid.z > (unsigned)at[cudaDevAttrMaxGridDimZ]))
-    return cudaErrorInvalidConfiguration;
+    return cudaErrorInvalidValue;
   return 0;
 }
 

@@ -72,6 +72,7 @@ static void bandwidth(size_t max_bytes) {
       CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
       double t0 = now();
       for (int i = 0; i < reps; i++) CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+      CHECK(cudaDeviceSynchronize()); // count the copies as done only when they are
       double h2d = bytes * (double)reps / (now() - t0) / 1e9;
       CHECK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
       t0 = now();
