@@ -8,13 +8,18 @@ for p in $pkgs; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
 done
 if [ -n "$missing" ]; then
+  as_root=""
   if [ "$(id -u)" != 0 ]; then
-    echo "ferry: missing packages:$missing (run as root, or: sudo apt-get install -y$missing)" >&2
-    exit 1
+    if command -v sudo >/dev/null 2>&1; then
+      as_root="sudo"
+    else
+      echo "ferry: missing packages:$missing; install them as root (apt-get install -y$missing)" >&2
+      exit 1
+    fi
   fi
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq $missing >/dev/null
+  echo "ferry: installing$missing"
+  $as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 fi
 if [ ! -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; then
   echo "ferry: the CUDA 13 toolkit is needed at ${CUDA_HOME:-/usr/local/cuda} (nvcc, headers)" >&2
