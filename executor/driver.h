@@ -75,6 +75,8 @@
   X(LaunchCooperativeKernel, "cuLaunchCooperativeKernel",                                     \
     (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,         \
      unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params))    \
+  X(LaunchKernelEx, "cuLaunchKernelEx",                                                       \
+    (const CUlaunchConfig *config, CUfunction f, void **params, void **extra))                \
   X(OccupancyMaxActiveBlocksPerMultiprocessorWithFlags,                                       \
     "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",                                   \
     (int *blocks, CUfunction fn, int block_size, size_t dynamic_smem, unsigned int flags))    \

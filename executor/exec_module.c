@@ -2,7 +2,8 @@
  * Modules and kernels. module_load resolves every kernel's parameter
  * layout (cuFuncGetParamInfo, counted until CUDA_ERROR_INVALID_VALUE) and
  * every variable's address in one round trip; launch unpacks the client's
- * packed parameter buffer into the pointer array cuLaunchKernel wants.
+ * packed parameter buffer into the pointer array cuLaunchKernel wants,
+ * and hands launch attributes, when there are any, to cuLaunchKernelEx.
  */
 #include "executor/exec_internal.h"
 
@@ -12,6 +13,8 @@
 /* a sanity bound; kernel parameters are at most 32 KiB */
 #define EXEC_MAX_PARAMS 32768u
 #define EXEC_MAX_IMAGE (4ull << 30)
+/* launch attributes per launch: the shim's bound (FERRY_MAX_LAUNCH_ATTRS) */
+#define EXEC_MAX_LAUNCH_ATTRS 16u
 
 static void module_free(struct ferry_exec *ex, struct exec_module *m, int driver_ok) {
   if (m->mod && driver_ok)
@@ -239,6 +242,54 @@ int ferry_x_module_unload(struct ferry_exec *ex, const struct ferry_module_unloa
   return CU(res);
 }
 
+/* plain-valued attributes only: a handle in a value would be a pointer of
+   the client's process. The shim forwards no others (shim/launch.c). */
+static int attr_is_plain(CUlaunchAttributeID id) {
+  switch (id) {
+  case CU_LAUNCH_ATTRIBUTE_IGNORE:
+  case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: /* base_ptr: the same address here */
+  case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+  case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+  case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+  case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+  case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+  case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+  case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+  case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+  case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+  case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+  case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/* cuLaunchKernelEx with the client's attributes (cudaLaunchKernelExC) */
+static int launch_with_attrs(struct ferry_exec *ex, const struct ferry_launch_args *a,
+                             CUfunction fn, CUstream s, void **params) {
+  /* one slot more for the cooperative flag; the array is aligned, the blob
+     inside the frame may not be */
+  CUlaunchAttribute attrs[EXEC_MAX_LAUNCH_ATTRS + 1];
+  if (a->attrs.len % sizeof *attrs || a->attrs.len / sizeof *attrs > EXEC_MAX_LAUNCH_ATTRS)
+    return EXEC_INVALID_VALUE;
+  unsigned n = a->attrs.len / (unsigned)sizeof *attrs;
+  memcpy(attrs, a->attrs.ptr, a->attrs.len);
+  for (unsigned i = 0; i < n; i++)
+    if (!attr_is_plain(attrs[i].id))
+      return EXEC_INVALID_VALUE;
+  if (a->cooperative) {
+    memset(&attrs[n], 0, sizeof attrs[n]);
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attrs[n++].value.cooperative = 1;
+  }
+  CUlaunchConfig cfg = {.gridDimX = a->gx, .gridDimY = a->gy, .gridDimZ = a->gz,
+                        .blockDimX = a->bx, .blockDimY = a->by, .blockDimZ = a->bz,
+                        .sharedMemBytes = a->shmem, .hStream = s,
+                        .attrs = attrs, .numAttrs = n};
+  return CU(ex->d->LaunchKernelEx(&cfg, fn, params, NULL));
+}
+
 int ferry_x_launch(struct ferry_exec *ex, const struct ferry_launch_args *a,
                    struct ferry_launch_rets *r, struct ferry_io *io) {
   (void)r, (void)io;
@@ -273,6 +324,8 @@ int ferry_x_launch(struct ferry_exec *ex, const struct ferry_launch_args *a,
   for (uint32_t i = 0; i < f->nparams; i++)
     ex->param_ptrs[i] = (char *)ex->param_buf + f->layout[2 * i];
   void **params = f->nparams ? ex->param_ptrs : NULL;
+  if (a->attrs.len)
+    return launch_with_attrs(ex, a, f->fn, s, params);
   if (a->cooperative)
     return CU(ex->d->LaunchCooperativeKernel(f->fn, a->gx, a->gy, a->gz, a->bx, a->by, a->bz,
                                              a->shmem, s, params));

@@ -2,10 +2,14 @@
  * The CUDA 13 launch path. `<<<>>>` pushes a configuration, fetches a
  * cached kernel handle once, pops the configuration and launches. Push and
  * pop are thread-local and never touch the network; the launch itself is
- * pipelined (see remote.c).
+ * pipelined (see remote.c). cudaLaunchKernelExC (launch attributes) goes
+ * the same way, with its attributes beside the launch.
  */
+#include <cuda.h>
+#include <stddef.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "shim.h"
 
 #define CONFIG_DEPTH 16
@@ -46,44 +50,204 @@ cudaError_t cudaGetKernel(cudaKernel_t *kernel, const void *func) {
   return __cudaGetKernel(kernel, func);
 }
 
+static const ferry_blob no_attrs = {NULL, 0};
+
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void **args,
                                size_t shmem, cudaStream_t stream) {
-  return ferry_ret(ferry_launch((struct ferry_kernel *)kernel, grid, block, args, shmem, stream, 0));
+  return ferry_ret(ferry_launch((struct ferry_kernel *)kernel, grid, block, args, shmem, stream, 0,
+                                no_attrs));
 }
 
 cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void **args,
                                     size_t shmem, cudaStream_t stream) {
   return ferry_ret(ferry_launch((struct ferry_kernel *)kernel, grid, block, args, shmem, stream,
-                                FERRY_LAUNCH_PER_THREAD));
+                                FERRY_LAUNCH_PER_THREAD, no_attrs));
 }
 
 static cudaError_t launch_by_func(const void *func, dim3 grid, dim3 block, void **args,
-                                  size_t shmem, cudaStream_t stream, unsigned flags) {
+                                  size_t shmem, cudaStream_t stream, unsigned flags,
+                                  ferry_blob attrs) {
   struct ferry_kernel *k;
   int rc = ferry_kernel_lookup(func, &k);
-  if (!rc) rc = ferry_launch(k, grid, block, args, shmem, stream, flags);
+  if (!rc) rc = ferry_launch(k, grid, block, args, shmem, stream, flags, attrs);
   return ferry_ret(rc);
 }
 
 cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
                              cudaStream_t stream) {
-  return launch_by_func(func, grid, block, args, shmem, stream, 0);
+  return launch_by_func(func, grid, block, args, shmem, stream, 0, no_attrs);
 }
 
 cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 grid, dim3 block, void **args,
                                   size_t shmem, cudaStream_t stream) {
-  return launch_by_func(func, grid, block, args, shmem, stream, FERRY_LAUNCH_PER_THREAD);
+  return launch_by_func(func, grid, block, args, shmem, stream, FERRY_LAUNCH_PER_THREAD, no_attrs);
 }
 
 cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 grid, dim3 block, void **args,
                                         size_t shmem, cudaStream_t stream) {
-  return launch_by_func(func, grid, block, args, shmem, stream, FERRY_LAUNCH_COOPERATIVE);
+  return launch_by_func(func, grid, block, args, shmem, stream, FERRY_LAUNCH_COOPERATIVE, no_attrs);
 }
 
 cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 grid, dim3 block, void **args,
                                              size_t shmem, cudaStream_t stream) {
   return launch_by_func(func, grid, block, args, shmem, stream,
-                        FERRY_LAUNCH_COOPERATIVE | FERRY_LAUNCH_PER_THREAD);
+                        FERRY_LAUNCH_COOPERATIVE | FERRY_LAUNCH_PER_THREAD, no_attrs);
+}
+
+/* ---- cudaLaunchKernelExC: launches with attributes (CUB and Thrust) ----
+ * The runtime's cudaLaunchAttribute has the driver's CUlaunchAttribute
+ * layout and ids, so attributes whose values are plain data are forwarded
+ * as they are and the server hands them to cuLaunchKernelEx. Checked here
+ * against the CUDA headers this library is built with: */
+_Static_assert(sizeof(cudaLaunchAttribute) == sizeof(CUlaunchAttribute), "attribute size");
+_Static_assert(sizeof(cudaLaunchAttributeID) == sizeof(CUlaunchAttributeID), "attribute id size");
+_Static_assert(offsetof(cudaLaunchAttribute, id) == offsetof(CUlaunchAttribute, id), "id offset");
+_Static_assert(offsetof(cudaLaunchAttribute, val) == offsetof(CUlaunchAttribute, value),
+               "value offset");
+_Static_assert(sizeof(cudaLaunchAttributeValue) == sizeof(CUlaunchAttributeValue), "value size");
+/* the values with structure: access policy window, memory sync domain map */
+_Static_assert(sizeof(struct cudaAccessPolicyWindow) == sizeof(CUaccessPolicyWindow), "window");
+_Static_assert(offsetof(struct cudaAccessPolicyWindow, num_bytes) ==
+                   offsetof(CUaccessPolicyWindow, num_bytes), "window bytes");
+_Static_assert(offsetof(struct cudaAccessPolicyWindow, hitRatio) ==
+                   offsetof(CUaccessPolicyWindow, hitRatio), "window hit ratio");
+_Static_assert(offsetof(struct cudaAccessPolicyWindow, hitProp) ==
+                   offsetof(CUaccessPolicyWindow, hitProp), "window hit property");
+_Static_assert(offsetof(struct cudaAccessPolicyWindow, missProp) ==
+                   offsetof(CUaccessPolicyWindow, missProp), "window miss property");
+_Static_assert(sizeof(cudaLaunchMemSyncDomainMap) == sizeof(CUlaunchMemSyncDomainMap), "map");
+_Static_assert(offsetof(cudaLaunchMemSyncDomainMap, remote) ==
+                   offsetof(CUlaunchMemSyncDomainMap, remote), "map remote");
+#define SAME_VALUE(rt, drv) _Static_assert((int)(rt) == (int)(drv), #rt " differs from " #drv);
+SAME_VALUE(cudaLaunchAttributeIgnore, CU_LAUNCH_ATTRIBUTE_IGNORE)
+SAME_VALUE(cudaLaunchAttributeAccessPolicyWindow, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW)
+SAME_VALUE(cudaLaunchAttributeCooperative, CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
+SAME_VALUE(cudaLaunchAttributeSynchronizationPolicy, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY)
+SAME_VALUE(cudaLaunchAttributeClusterDimension, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+SAME_VALUE(cudaLaunchAttributeClusterSchedulingPolicyPreference,
+           CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE)
+SAME_VALUE(cudaLaunchAttributeProgrammaticStreamSerialization,
+           CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+SAME_VALUE(cudaLaunchAttributeProgrammaticEvent, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT)
+SAME_VALUE(cudaLaunchAttributePriority, CU_LAUNCH_ATTRIBUTE_PRIORITY)
+SAME_VALUE(cudaLaunchAttributeMemSyncDomainMap, CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP)
+SAME_VALUE(cudaLaunchAttributeMemSyncDomain, CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN)
+SAME_VALUE(cudaLaunchAttributePreferredClusterDimension,
+           CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION)
+SAME_VALUE(cudaLaunchAttributeLaunchCompletionEvent, CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT)
+SAME_VALUE(cudaLaunchAttributeDeviceUpdatableKernelNode,
+           CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE)
+SAME_VALUE(cudaLaunchAttributePreferredSharedMemoryCarveout,
+           CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT)
+SAME_VALUE(cudaLaunchAttributeNvlinkUtilCentricScheduling,
+           CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING)
+SAME_VALUE(cudaAccessPropertyNormal, CU_ACCESS_PROPERTY_NORMAL)
+SAME_VALUE(cudaAccessPropertyStreaming, CU_ACCESS_PROPERTY_STREAMING)
+SAME_VALUE(cudaAccessPropertyPersisting, CU_ACCESS_PROPERTY_PERSISTING)
+SAME_VALUE(cudaSyncPolicyAuto, CU_SYNC_POLICY_AUTO)
+SAME_VALUE(cudaSyncPolicyBlockingSync, CU_SYNC_POLICY_BLOCKING_SYNC)
+SAME_VALUE(cudaClusterSchedulingPolicyDefault, CU_CLUSTER_SCHEDULING_POLICY_DEFAULT)
+SAME_VALUE(cudaClusterSchedulingPolicySpread, CU_CLUSTER_SCHEDULING_POLICY_SPREAD)
+SAME_VALUE(cudaClusterSchedulingPolicyLoadBalancing, CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING)
+SAME_VALUE(cudaLaunchMemSyncDomainDefault, CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT)
+SAME_VALUE(cudaLaunchMemSyncDomainRemote, CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE)
+#undef SAME_VALUE
+
+/* what happens to each attribute; an id missing here is unknown to ferry */
+enum attr_use {
+  ATTR_UNKNOWN = 0, /* refused: its value might hold a handle */
+  ATTR_SKIP,        /* cudaLaunchAttributeIgnore */
+  ATTR_PLAIN,       /* plain values (a device pointer at most): forwarded */
+  ATTR_COOPERATIVE, /* becomes a cooperative launch */
+  ATTR_HANDLE,      /* holds a client-side handle ferry does not translate: refused */
+};
+static const struct {
+  const char *name;
+  enum attr_use use;
+} attr_table[] = {
+#define A(id, use) [id] = {#id, use}
+    A(cudaLaunchAttributeIgnore, ATTR_SKIP),
+    A(cudaLaunchAttributeAccessPolicyWindow, ATTR_PLAIN), /* base_ptr: same on the server */
+    A(cudaLaunchAttributeCooperative, ATTR_COOPERATIVE),
+    A(cudaLaunchAttributeSynchronizationPolicy, ATTR_PLAIN),
+    A(cudaLaunchAttributeClusterDimension, ATTR_PLAIN),
+    A(cudaLaunchAttributeClusterSchedulingPolicyPreference, ATTR_PLAIN),
+    A(cudaLaunchAttributeProgrammaticStreamSerialization, ATTR_PLAIN),
+    A(cudaLaunchAttributeProgrammaticEvent, ATTR_HANDLE),
+    A(cudaLaunchAttributePriority, ATTR_PLAIN),
+    A(cudaLaunchAttributeMemSyncDomainMap, ATTR_PLAIN),
+    A(cudaLaunchAttributeMemSyncDomain, ATTR_PLAIN),
+    A(cudaLaunchAttributePreferredClusterDimension, ATTR_PLAIN),
+    A(cudaLaunchAttributeLaunchCompletionEvent, ATTR_HANDLE),
+    A(cudaLaunchAttributeDeviceUpdatableKernelNode, ATTR_HANDLE),
+    A(cudaLaunchAttributePreferredSharedMemoryCarveout, ATTR_PLAIN),
+    A(cudaLaunchAttributeNvlinkUtilCentricScheduling, ATTR_PLAIN),
+#undef A
+};
+#define ATTR_IDS (sizeof attr_table / sizeof attr_table[0])
+
+/* one warning per attribute id (all unknown ids beyond the table share one) */
+static int attr_warned[ATTR_IDS + 1];
+
+static int refuse_attr(unsigned id) {
+  unsigned slot = id < ATTR_IDS ? id : ATTR_IDS;
+  if (__atomic_exchange_n(&attr_warned[slot], 1, __ATOMIC_RELAXED) == 0) {
+    if (id < ATTR_IDS && attr_table[id].name)
+      ferry_log("cudaLaunchKernelEx with %s is not supported: its value holds a handle of this "
+                "process that ferry does not translate for the remote GPU; returning "
+                "cudaErrorNotSupported",
+                attr_table[id].name);
+    else
+      ferry_log("cudaLaunchKernelEx with launch attribute id %u is not supported: ferry does "
+                "not know what its value holds; returning cudaErrorNotSupported",
+                id);
+  }
+  return cudaErrorNotSupported;
+}
+
+/* sorts config's attributes into out (the forwarded ones) and *flags */
+static int translate_attrs(const cudaLaunchConfig_t *config, CUlaunchAttribute *out,
+                           uint32_t *n, unsigned *flags) {
+  *n = 0;
+  if (config->numAttrs && !config->attrs) return cudaErrorInvalidValue;
+  for (unsigned i = 0; i < config->numAttrs; i++) {
+    const cudaLaunchAttribute *at = &config->attrs[i];
+    unsigned id = (unsigned)at->id;
+    switch (id < ATTR_IDS ? attr_table[id].use : ATTR_UNKNOWN) {
+    case ATTR_SKIP: break;
+    case ATTR_COOPERATIVE:
+      if (at->val.cooperative) *flags |= FERRY_LAUNCH_COOPERATIVE;
+      else *flags &= ~FERRY_LAUNCH_COOPERATIVE; /* of repeated entries, the last counts */
+      break;
+    case ATTR_PLAIN:
+      if (*n == FERRY_MAX_LAUNCH_ATTRS) return cudaErrorInvalidValue;
+      memcpy(&out[(*n)++], at, sizeof *at);
+      break;
+    default: return refuse_attr(id);
+    }
+  }
+  return 0;
+}
+
+static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func, void **args,
+                             unsigned flags) {
+  if (!config) return ferry_ret(cudaErrorInvalidValue);
+  CUlaunchAttribute attrs[FERRY_MAX_LAUNCH_ATTRS];
+  uint32_t n;
+  int rc = translate_attrs(config, attrs, &n, &flags);
+  if (rc) return ferry_ret(rc);
+  ferry_blob blob = {n ? attrs : NULL, n * (uint32_t)sizeof *attrs};
+  return launch_by_func(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+                        config->stream, flags, blob);
+}
+
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
+  return launch_ex(config, func, args, 0);
+}
+
+cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func,
+                                     void **args) {
+  return launch_ex(config, func, args, FERRY_LAUNCH_PER_THREAD);
 }
 
 /* resolves func on the current device */

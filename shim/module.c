@@ -365,7 +365,7 @@ static int check_config(const struct ferry_vgpu *v, dim3 grid, dim3 block) {
 static __thread unsigned char param_buf[FERRY_MAX_PARAM_BYTES];
 
 int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
-                 cudaStream_t stream, unsigned flags) {
+                 cudaStream_t stream, unsigned flags, ferry_blob attrs) {
   int err;
   struct ferry_vgpu *v = ferry_current(&err);
   if (!v) return err;
@@ -386,6 +386,7 @@ int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, siz
                                 .shmem = (uint32_t)shmem,
                                 .stream = sid,
                                 .cooperative = (flags & FERRY_LAUNCH_COOPERATIVE) != 0,
-                                .params = {param_buf, k->layout.bytes}};
+                                .params = {param_buf, k->layout.bytes},
+                                .attrs = attrs};
   return ferry_call(v, FERRY_CALL_launch, &a, NULL, NULL);
 }

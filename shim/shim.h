@@ -128,8 +128,13 @@ struct ferry_kernel;
 int ferry_kernel_lookup(const void *func, struct ferry_kernel **k);
 #define FERRY_LAUNCH_PER_THREAD 1u /* the _ptsz variant: NULL means the per-thread stream */
 #define FERRY_LAUNCH_COOPERATIVE 2u
+/* launch attributes that travel with one launch, at most (the executor's
+   bound, executor/exec_module.c, is the same) */
+#define FERRY_MAX_LAUNCH_ATTRS 16u
+/* attrs: CUlaunchAttribute array of plain-valued attributes (see
+   protocol/calls.def), {NULL, 0} for a plain launch */
 int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
-                 cudaStream_t stream, unsigned flags);
+                 cudaStream_t stream, unsigned flags, ferry_blob attrs);
 int ferry_kernel_func_id(struct ferry_kernel *k, struct ferry_vgpu *v, uint32_t *func);
 /* device address and size of a __device__/__constant__ variable on v */
 int ferry_symbol_lookup(const void *symbol, struct ferry_vgpu *v, uint64_t *addr, uint64_t *size);

@@ -305,21 +305,23 @@ static int parse_extra(void **extra, const void **buf, size_t *len) {
   return *buf && have_size ? 0 : -1;
 }
 
-CUresult sim_LaunchKernel(CUfunction fn, unsigned int gx, unsigned int gy, unsigned int gz,
-                          unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
-                          CUstream stream, void **params, void **extra) {
-  CUresult r = sim_enter();
-  if (r)
-    return r;
-  struct sim_func *f = sim_lookup(fn, SIM_FUNC);
+/* the checks of every launch (lock held) */
+static CUresult check_launch(struct sim_func *f, CUstream stream, unsigned gx, unsigned gy,
+                             unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem) {
   if (!f || !sim_stream_ok(stream))
-    return sim_leave(CUDA_ERROR_INVALID_HANDLE);
+    return CUDA_ERROR_INVALID_HANDLE;
   if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 || gx > 2147483647u ||
       gy > 65535 || gz > 65535 || bx > 1024 || by > 1024 || bz > 64 ||
       (uint64_t)bx * by * bz > 1024)
-    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    return CUDA_ERROR_INVALID_VALUE;
   if (shmem > (unsigned)f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES])
-    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
+/* runs a checked launch (lock held) */
+static CUresult run_launch(struct sim_func *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                           unsigned by, unsigned bz, unsigned shmem, void **params, void **extra) {
   const struct ferry_twin *t = f->twin;
   size_t need = 0;
   for (unsigned i = 0; i < t->nparams && i < FERRY_TWIN_MAX_PARAMS; i++)
@@ -327,12 +329,12 @@ CUresult sim_LaunchKernel(CUfunction fn, unsigned int gx, unsigned int gy, unsig
       need = t->params[i].offset + t->params[i].size;
   struct pack pk = {t, NULL, params, NULL, 0};
   if (params && extra)
-    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    return CUDA_ERROR_INVALID_VALUE;
   if (extra) {
     if (parse_extra(extra, &pk.blob, &pk.blob_len) || pk.blob_len < need)
-      return sim_leave(CUDA_ERROR_INVALID_VALUE);
+      return CUDA_ERROR_INVALID_VALUE;
   } else if (!params && t->nparams) {
-    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    return CUDA_ERROR_INVALID_VALUE;
   }
   size_t bufsize = pk.blob ? pk.blob_len : need;
   pk.buf = aligned_alloc(64, (bufsize + 64) & ~(size_t)63);
@@ -340,12 +342,12 @@ CUresult sim_LaunchKernel(CUfunction fn, unsigned int gx, unsigned int gy, unsig
   if (!pk.buf || (shmem && !shared)) {
     free(pk.buf);
     free(shared);
-    return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+    return CUDA_ERROR_OUT_OF_MEMORY;
   }
   if (sim_guarded(do_pack, &pk)) {
     free(pk.buf);
     free(shared);
-    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    return CUDA_ERROR_INVALID_VALUE;
   }
   struct grid_run g = {f->mod, t, pk.buf, {gx, gy, gz}, {bx, by, bz}, shared, shmem};
   /* like a GPU, the launch itself succeeds; every later context call
@@ -357,6 +359,19 @@ CUresult sim_LaunchKernel(CUfunction fn, unsigned int gx, unsigned int gy, unsig
   fflush(stdout); /* device printf output appears when the kernel is done */
   free(pk.buf);
   free(shared);
+  return CUDA_SUCCESS;
+}
+
+CUresult sim_LaunchKernel(CUfunction fn, unsigned int gx, unsigned int gy, unsigned int gz,
+                          unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                          CUstream stream, void **params, void **extra) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  struct sim_func *f = sim_lookup(fn, SIM_FUNC);
+  r = check_launch(f, stream, gx, gy, gz, bx, by, bz, shmem);
+  if (!r)
+    r = run_launch(f, gx, gy, gz, bx, by, bz, shmem, params, extra);
   return sim_leave(r);
 }
 
@@ -392,4 +407,107 @@ CUresult sim_LaunchCooperativeKernel(CUfunction fn, unsigned int gx, unsigned in
                                      unsigned int bz, unsigned int shmem, CUstream stream,
                                      void **params) {
   return sim_LaunchKernel(fn, gx, gy, gz, bx, by, bz, shmem, stream, params, NULL);
+}
+
+/* ---- cuLaunchKernelEx ---- */
+
+/* cluster dimensions: each at least one, dividing the grid, and at most 8
+   blocks in all (16 where the kernel allows non-portable sizes), as on sm_90 */
+static CUresult check_cluster(const struct sim_func *f, const CUlaunchConfig *c, unsigned x,
+                              unsigned y, unsigned z) {
+  if (!x || !y || !z)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (c->gridDimX % x || c->gridDimY % y || c->gridDimZ % z)
+    return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  unsigned max = f->attrs[CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED] ? 16 : 8;
+  if ((uint64_t)x * y * z > max)
+    return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  return CUDA_SUCCESS;
+}
+
+/* one attribute of a launch (lock held); the CPU result does not depend on
+   any of them, so only their values are checked */
+static CUresult check_attr(const struct sim_func *f, const CUlaunchConfig *c,
+                           const CUlaunchAttribute *at) {
+  const CUlaunchAttributeValue *v = &at->value;
+  switch (at->id) {
+  case CU_LAUNCH_ATTRIBUTE_IGNORE:
+  case CU_LAUNCH_ATTRIBUTE_COOPERATIVE: /* blocks run one after the other anyway */
+  case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+  case CU_LAUNCH_ATTRIBUTE_PRIORITY: /* clamped by the driver, never refused */
+  case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+  case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+    return CUDA_SUCCESS;
+  case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: {
+    const CUaccessPolicyWindow *w = &v->accessPolicyWindow;
+    int ok = w->hitRatio >= 0.0f && w->hitRatio <= 1.0f &&
+             (unsigned)w->hitProp <= CU_ACCESS_PROPERTY_PERSISTING &&
+             (unsigned)w->missProp <= CU_ACCESS_PROPERTY_STREAMING;
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  }
+  case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+    return v->syncPolicy >= CU_SYNC_POLICY_AUTO && v->syncPolicy <= CU_SYNC_POLICY_BLOCKING_SYNC
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
+  case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+    return check_cluster(f, c, v->clusterDim.x, v->clusterDim.y, v->clusterDim.z);
+  case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+    return check_cluster(f, c, v->preferredClusterDim.x, v->preferredClusterDim.y,
+                         v->preferredClusterDim.z);
+  case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+    return (unsigned)v->clusterSchedulingPolicyPreference <=
+                   CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
+  case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+    return (unsigned)v->memSyncDomain <= CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
+  case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
+    return v->nvlinkUtilCentricScheduling <= 1 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT: {
+    /* the driver asks for an event without timing */
+    const struct sim_event *e = sim_lookup(v->programmaticEvent.event, SIM_EVENT);
+    if (!e)
+      return CUDA_ERROR_INVALID_HANDLE;
+    return e->flags & CU_EVENT_DISABLE_TIMING ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  }
+  case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT:
+    return sim_lookup(v->launchCompletionEvent.event, SIM_EVENT) ? CUDA_SUCCESS
+                                                                 : CUDA_ERROR_INVALID_HANDLE;
+  default: /* unknown, or for graph nodes only (device-updatable kernel node) */
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult sim_LaunchKernelEx(const CUlaunchConfig *config, CUfunction fn, void **params,
+                            void **extra) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  if (!config || (config->numAttrs && !config->attrs))
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  const CUlaunchConfig *c = config;
+  struct sim_func *f = sim_lookup(fn, SIM_FUNC);
+  r = check_launch(f, c->hStream, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX,
+                   c->blockDimY, c->blockDimZ, c->sharedMemBytes);
+  for (unsigned i = 0; !r && i < c->numAttrs; i++)
+    r = check_attr(f, c, &c->attrs[i]);
+  if (!r)
+    r = run_launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+                   c->blockDimZ, c->sharedMemBytes, params, extra);
+  /* the kernel has run to its end: its events have triggered */
+  for (unsigned i = 0; !r && i < c->numAttrs; i++) {
+    const CUlaunchAttribute *at = &c->attrs[i];
+    struct sim_event *e = NULL;
+    if (at->id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT)
+      e = sim_lookup(at->value.programmaticEvent.event, SIM_EVENT);
+    else if (at->id == CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT)
+      e = sim_lookup(at->value.launchCompletionEvent.event, SIM_EVENT);
+    if (e) {
+      e->recorded = 1;
+      e->ns = sim_now_ns();
+    }
+  }
+  return sim_leave(r);
 }

@@ -313,6 +313,75 @@ static void test_kernels() {
   cudaGetLastError();
 }
 
+// cudaLaunchKernelEx (the C++ template over cudaLaunchKernelExC), as CUB
+// and Thrust launch in CUDA 13: each launch carries launch attributes
+static void test_launch_ex() {
+  int *d, h[64];
+  OK(cudaMalloc(&d, sizeof h));
+  cudaStream_t s;
+  OK(cudaStreamCreate(&s));
+  cudaLaunchAttribute at[3];
+  memset(at, 0, sizeof at);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(2);
+  cfg.blockDim = dim3(32);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = s;
+  cfg.attrs = at;
+
+  // programmatic stream serialization, next to an entry to ignore
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  at[1].id = cudaLaunchAttributeIgnore;
+  cfg.numAttrs = 2;
+  OK(cudaLaunchKernelEx(&cfg, fill_index, d, 64, 300));
+  OK(cudaStreamSynchronize(s));
+  OK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+  EXPECT(h[0] == 300 && h[63] == 363);
+
+  // a cluster of two blocks (the grid of two divides into it; sm_90), with a priority
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = 2;
+  at[0].val.clusterDim.y = 1;
+  at[0].val.clusterDim.z = 1;
+  at[1].id = cudaLaunchAttributePriority;
+  at[1].val.priority = 0;
+  cfg.numAttrs = 2;
+  OK(cudaLaunchKernelEx(&cfg, fill_index, d, 64, 400));
+  OK(cudaStreamSynchronize(s));
+  OK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+  EXPECT(h[0] == 400 && h[63] == 463);
+
+  // cooperative through the attribute, alone and beside another attribute,
+  // on the default stream
+  cfg.stream = 0;
+  memset(at, 0, sizeof at);
+  at[0].id = cudaLaunchAttributeCooperative;
+  at[0].val.cooperative = 1;
+  cfg.numAttrs = 1;
+  OK(cudaLaunchKernelEx(&cfg, fill_index, d, 64, 500));
+  OK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+  EXPECT(h[0] == 500 && h[63] == 563);
+  at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[1].val.programmaticStreamSerializationAllowed = 0;
+  cfg.numAttrs = 2;
+  OK(cudaLaunchKernelEx(&cfg, fill_index, d, 64, 600));
+  OK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+  EXPECT(h[0] == 600 && h[63] == 663);
+
+  // no attributes at all, through the C API with an argument array
+  int n = 64, base = 700;
+  void *args[] = {&d, &n, &base};
+  cfg.numAttrs = 0;
+  cfg.attrs = nullptr;
+  OK(cudaLaunchKernelExC(&cfg, (const void *)fill_index, args));
+  OK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+  EXPECT(h[0] == 700 && h[63] == 763);
+
+  OK(cudaStreamDestroy(s));
+  OK(cudaFree(d));
+}
+
 static void test_symbols() {
   float c[4] = {1, 2, 3, 4}, back[4] = {0};
   int value = 10;
@@ -381,6 +450,7 @@ int main() {
   test_pitch();
   test_streams_events();
   test_kernels();
+  test_launch_ex();
   test_symbols();
   test_threads();
   test_printf();

@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <cuda_runtime.h>
 
+// never runs: every launch of it below is refused before it reaches the GPU
+__global__ void touch(int *p) { *p = 1; }
+
 int main() {
   void *p = nullptr;
   cudaError_t a = cudaMallocManaged(&p, 1024);
@@ -34,7 +37,31 @@ int main() {
   cudaFree(small);
   cudaGetLastError();
   printf("past_end=%s stale_stream=%s\n", cudaGetErrorName(past_end), cudaGetErrorName(stale));
+  // launch attributes whose values hold handles of this process (an event
+  // here) or that ferry does not know are refused, each with one warning
+  cudaEvent_t ev;
+  cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  cudaLaunchAttribute at[2] = {};
+  at[0].id = cudaLaunchAttributeIgnore;
+  at[1].id = cudaLaunchAttributeProgrammaticEvent;
+  at[1].val.programmaticEvent.event = ev;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(1);
+  cfg.blockDim = dim3(1);
+  cfg.attrs = at;
+  cfg.numAttrs = 2;
+  cudaError_t pev = cudaLaunchKernelEx(&cfg, touch, dev);
+  cudaError_t pev_again = cudaLaunchKernelEx(&cfg, touch, dev);
+  at[1].id = (cudaLaunchAttributeID)99;
+  cudaError_t unknown_attr = cudaLaunchKernelEx(&cfg, touch, dev);
+  cudaError_t no_config = cudaLaunchKernelExC(nullptr, (const void *)touch, nullptr);
+  cudaEventDestroy(ev);
+  cudaGetLastError();
+  printf("programmatic_event=%s again=%s unknown_attribute=%s no_config=%s\n", cudaGetErrorName(pev),
+         cudaGetErrorName(pev_again), cudaGetErrorName(unknown_attr), cudaGetErrorName(no_config));
   int ok = past_end == cudaErrorInvalidValue && stale == cudaErrorInvalidResourceHandle &&
+           pev == cudaErrorNotSupported && pev_again == cudaErrorNotSupported &&
+           unknown_attr == cudaErrorNotSupported && no_config == cudaErrorInvalidValue &&
            a == cudaErrorNotSupported && b == cudaErrorNotSupported &&
            c == cudaErrorNotSupported && d == cudaErrorNotSupported && e == cudaSuccess &&
            f == cudaSuccess;

@@ -83,6 +83,11 @@ unsupported)
   n=$(grep -c "cudaMallocManaged is not supported" "$work/unsupported.err")
   [ "$n" = 1 ] || fail "expected one warning for cudaMallocManaged, got $n"
   expect_in unsupported.err "cudaGraphCreate is not supported"
+  expect_in unsupported.out "programmatic_event=cudaErrorNotSupported"
+  n=$(grep -c "cudaLaunchKernelEx with cudaLaunchAttributeProgrammaticEvent is not supported" \
+    "$work/unsupported.err")
+  [ "$n" = 1 ] || fail "expected one warning for cudaLaunchAttributeProgrammaticEvent, got $n"
+  expect_in unsupported.err "launch attribute id 99 is not supported"
   ;;
 rcuda)
   start_server

@@ -490,6 +490,73 @@ static void test_launch_and_latching(void **state) {
   assert_int_equal(unmap(ARENA, 2 * MiB), OK);
 }
 
+/* launch attributes travel as a CUlaunchAttribute array and reach
+   cuLaunchKernelEx; only plain-valued ones are accepted */
+static int launch_attrs(uint32_t func, uint32_t grid, uint32_t cooperative, const void *params,
+                        uint32_t len, const void *attrs, uint32_t attrs_len) {
+  struct ferry_launch_args a = {.func = func, .gx = grid, .gy = 1, .gz = 1, .bx = 64, .by = 1,
+                                .bz = 1, .cooperative = cooperative, .params = {params, len},
+                                .attrs = {attrs, attrs_len}};
+  struct ferry_launch_rets r;
+  return call0(FERRY_CALL_launch, &a, &r);
+}
+
+static void test_launch_attributes(void **state) {
+  (void)state;
+  struct ferry_module_load_rets r;
+  load_test_module(6, &r);
+  assert_int_equal(map(ARENA, 2 * MiB), OK);
+  int32_t *dev = (int32_t *)(uintptr_t)ARENA;
+  memset(dev, 0, 4096);
+  unsigned char params[16] = {0};
+  uint64_t p = ARENA;
+  int32_t n = 256;
+  memcpy(params, &p, 8);
+  memcpy(params + 8, &n, 4);
+  /* one byte past the array: the blob sits unaligned, as inside a frame */
+  static unsigned char raw[17 * sizeof(CUlaunchAttribute) + 1];
+  CUlaunchAttribute at[2];
+  memset(at, 0, sizeof at);
+  at[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  at[0].value.clusterDim.x = 2;
+  at[0].value.clusterDim.y = 1;
+  at[0].value.clusterDim.z = 1;
+  at[1].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+  memcpy(raw + 1, at, sizeof at);
+  assert_int_equal(launch_attrs(6u << 16, 4, 0, params, 12, raw + 1, sizeof at), OK);
+  assert_int_equal(dev[255], 1);
+  assert_int_equal(dev[256], 0);
+  /* with the cooperative flag beside them */
+  assert_int_equal(launch_attrs(6u << 16, 4, 1, params, 12, raw + 1, sizeof at), OK);
+  assert_int_equal(dev[0], 2);
+  assert_int_equal(ferry_exec_take_async_error(ex), OK);
+  /* the driver's own checks: a cluster that does not divide the grid */
+  assert_int_equal(launch_attrs(6u << 16, 3, 0, params, 12, raw + 1, sizeof at),
+                   912 /* cudaErrorInvalidClusterSize */);
+  assert_int_equal(dev[0], 2);
+  /* not a whole number of attributes, too many, or one holding a handle */
+  assert_int_equal(launch_attrs(6u << 16, 4, 0, params, 12, raw + 1, sizeof at - 1), INVALID_VALUE);
+  memset(raw, 0, sizeof raw); /* 17 entries of CU_LAUNCH_ATTRIBUTE_IGNORE */
+  assert_int_equal(launch_attrs(6u << 16, 4, 0, params, 12, raw, 16 * sizeof(CUlaunchAttribute)), OK);
+  assert_int_equal(launch_attrs(6u << 16, 4, 0, params, 12, raw, 17 * sizeof(CUlaunchAttribute)),
+                   INVALID_VALUE);
+  CUlaunchAttribute ev;
+  memset(&ev, 0, sizeof ev);
+  ev.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT;
+  ev.value.programmaticEvent.event = (CUevent)(uintptr_t)0xdead;
+  assert_int_equal(launch_attrs(6u << 16, 4, 0, params, 12, &ev, sizeof ev), INVALID_VALUE);
+  ev.id = CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT;
+  assert_int_equal(launch_attrs(6u << 16, 4, 0, params, 12, &ev, sizeof ev), INVALID_VALUE);
+  ev.id = (CUlaunchAttributeID)99;
+  assert_int_equal(launch_attrs(6u << 16, 4, 0, params, 12, &ev, sizeof ev), INVALID_VALUE);
+  assert_int_equal(dev[0], 3); /* only the launch of 16 ignored attributes ran */
+  assert_int_equal(ferry_exec_take_async_error(ex), 912);
+  struct ferry_module_unload_args u = {.module = 6};
+  struct ferry_module_unload_rets ur;
+  assert_int_equal(call0(FERRY_CALL_module_unload, &u, &ur), OK);
+  assert_int_equal(unmap(ARENA, 2 * MiB), OK);
+}
+
 static void test_streams_events(void **state) {
   (void)state;
   struct ferry_stream_create_args sc = {.stream = 5};
@@ -614,6 +681,7 @@ int main(void) {
       cmocka_unit_test(test_2d_and_memset),
       cmocka_unit_test(test_module_load),
       cmocka_unit_test(test_launch_and_latching),
+      cmocka_unit_test(test_launch_attributes),
       cmocka_unit_test(test_streams_events),
       cmocka_unit_test(test_close_frees_arena),
       cmocka_unit_test(test_error_mapping),

@@ -287,6 +287,97 @@ static void test_launch(void **state) {
   unmap_at_hint(h, 2 * MiB);
 }
 
+static CUlaunchConfig ex_config(unsigned grid, unsigned block, CUlaunchAttribute *attrs,
+                                unsigned n) {
+  CUlaunchConfig c = {.gridDimX = grid, .gridDimY = 1, .gridDimZ = 1, .blockDimX = block,
+                      .blockDimY = 1, .blockDimZ = 1, .attrs = attrs, .numAttrs = n};
+  return c;
+}
+
+/* cuLaunchKernelEx: attributes are checked like the driver's, then the
+   kernel runs as with cuLaunchKernel */
+static void test_launch_ex(void **state) {
+  (void)state;
+  CUmemGenericAllocationHandle h = map_at_hint(2 * MiB);
+  CUmodule m;
+  CUfunction inc;
+  assert_int_equal(d->ModuleLoadData(&m, fatbin), CUDA_SUCCESS);
+  assert_int_equal(d->ModuleGetFunction(&inc, m, "_Z3incPii"), CUDA_SUCCESS);
+  int *p = (int *)(uintptr_t)HINT;
+  memset(p, 0, 4096);
+  CUdeviceptr dp = HINT;
+  int n = 100;
+  void *params[] = {&dp, &n};
+  CUlaunchAttribute at[3];
+  memset(at, 0, sizeof at);
+  at[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  at[0].value.clusterDim.x = 2;
+  at[0].value.clusterDim.y = 1;
+  at[0].value.clusterDim.z = 1;
+  at[1].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  at[1].value.programmaticStreamSerializationAllowed = 1;
+  at[2].id = CU_LAUNCH_ATTRIBUTE_IGNORE;
+  CUlaunchConfig c = ex_config(4, 32, at, 3);
+  assert_int_equal(d->LaunchKernelEx(&c, inc, params, NULL), CUDA_SUCCESS);
+  assert_int_equal(p[0], 1);
+  assert_int_equal(p[99], 1);
+  assert_int_equal(p[100], 0);
+  c.numAttrs = 0; /* no attributes at all */
+  assert_int_equal(d->LaunchKernelEx(&c, inc, params, NULL), CUDA_SUCCESS);
+  assert_int_equal(p[99], 2);
+  /* the configuration itself */
+  assert_int_equal(d->LaunchKernelEx(NULL, inc, params, NULL), CUDA_ERROR_INVALID_VALUE);
+  c = ex_config(4, 32, NULL, 1);
+  assert_int_equal(d->LaunchKernelEx(&c, inc, params, NULL), CUDA_ERROR_INVALID_VALUE);
+  c = ex_config(4, 2048, at, 1);
+  assert_int_equal(d->LaunchKernelEx(&c, inc, params, NULL), CUDA_ERROR_INVALID_VALUE);
+  c = ex_config(4, 32, at, 1);
+  assert_int_equal(d->LaunchKernelEx(&c, NULL, params, NULL), CUDA_ERROR_INVALID_HANDLE);
+  /* cluster dimensions must divide the grid and stay within 8 blocks */
+  c = ex_config(3, 32, at, 1);
+  assert_int_equal(d->LaunchKernelEx(&c, inc, params, NULL), CUDA_ERROR_INVALID_CLUSTER_SIZE);
+  at[0].value.clusterDim.x = 16;
+  c = ex_config(32, 32, at, 1);
+  assert_int_equal(d->LaunchKernelEx(&c, inc, params, NULL), CUDA_ERROR_INVALID_CLUSTER_SIZE);
+  assert_int_equal(d->FuncSetAttribute(inc, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+                   CUDA_SUCCESS);
+  assert_int_equal(d->LaunchKernelEx(&c, inc, params, NULL), CUDA_SUCCESS);
+  at[0].value.clusterDim.x = 0;
+  assert_int_equal(d->LaunchKernelEx(&c, inc, params, NULL), CUDA_ERROR_INVALID_VALUE);
+  /* values out of range, unknown ids and graph-only attributes */
+  at[0].id = CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN;
+  at[0].value.memSyncDomain = (CUlaunchMemSyncDomain)7;
+  assert_int_equal(d->LaunchKernelEx(&c, inc, params, NULL), CUDA_ERROR_INVALID_VALUE);
+  at[0].value.memSyncDomain = CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE;
+  assert_int_equal(d->LaunchKernelEx(&c, inc, params, NULL), CUDA_SUCCESS);
+  at[0].id = CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW;
+  at[0].value.accessPolicyWindow.hitRatio = 2.0f;
+  assert_int_equal(d->LaunchKernelEx(&c, inc, params, NULL), CUDA_ERROR_INVALID_VALUE);
+  at[0].id = (CUlaunchAttributeID)99;
+  assert_int_equal(d->LaunchKernelEx(&c, inc, params, NULL), CUDA_ERROR_INVALID_VALUE);
+  at[0].id = CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE;
+  assert_int_equal(d->LaunchKernelEx(&c, inc, params, NULL), CUDA_ERROR_INVALID_VALUE);
+  /* a programmatic event must exist and have timing disabled */
+  CUevent timed, untimed;
+  assert_int_equal(d->EventCreate(&timed, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+  assert_int_equal(d->EventCreate(&untimed, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  memset(&at[0], 0, sizeof at[0]);
+  at[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT;
+  at[0].value.programmaticEvent.event = timed;
+  assert_int_equal(d->LaunchKernelEx(&c, inc, params, NULL), CUDA_ERROR_INVALID_VALUE);
+  at[0].value.programmaticEvent.event = (CUevent)(uintptr_t)0x1234;
+  assert_int_equal(d->LaunchKernelEx(&c, inc, params, NULL), CUDA_ERROR_INVALID_HANDLE);
+  at[0].value.programmaticEvent.event = untimed;
+  memset(p, 0, 4096);
+  assert_int_equal(d->LaunchKernelEx(&c, inc, params, NULL), CUDA_SUCCESS);
+  assert_int_equal(p[99], 1);
+  assert_int_equal(d->EventSynchronize(untimed), CUDA_SUCCESS);
+  assert_int_equal(d->EventDestroy(timed), CUDA_SUCCESS);
+  assert_int_equal(d->EventDestroy(untimed), CUDA_SUCCESS);
+  assert_int_equal(d->ModuleUnload(m), CUDA_SUCCESS);
+  unmap_at_hint(h, 2 * MiB);
+}
+
 static void test_limits(void **state) {
   (void)state;
   size_t v = 0;
@@ -346,6 +437,7 @@ int main(void) {
       cmocka_unit_test(test_init_and_device), cmocka_unit_test(test_vmm_hints),
       cmocka_unit_test(test_memcpy_bounds),   cmocka_unit_test(test_streams_events),
       cmocka_unit_test(test_modules_and_params), cmocka_unit_test(test_launch),
+      cmocka_unit_test(test_launch_ex),
       cmocka_unit_test(test_limits),          cmocka_unit_test(test_sticky_illegal_address),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
