@@ -13,8 +13,6 @@
 /* a sanity bound; kernel parameters are at most 32 KiB */
 #define EXEC_MAX_PARAMS 32768u
 #define EXEC_MAX_IMAGE (4ull << 30)
-/* launch attributes per launch: the shim's bound (FERRY_MAX_LAUNCH_ATTRS) */
-#define EXEC_MAX_LAUNCH_ATTRS 16u
 
 static void module_free(struct ferry_exec *ex, struct exec_module *m, int driver_ok) {
   if (m->mod && driver_ok)
@@ -270,8 +268,8 @@ static int launch_with_attrs(struct ferry_exec *ex, const struct ferry_launch_ar
                              CUfunction fn, CUstream s, void **params) {
   /* one slot more for the cooperative flag; the array is aligned, the blob
      inside the frame may not be */
-  CUlaunchAttribute attrs[EXEC_MAX_LAUNCH_ATTRS + 1];
-  if (a->attrs.len % sizeof *attrs || a->attrs.len / sizeof *attrs > EXEC_MAX_LAUNCH_ATTRS)
+  CUlaunchAttribute attrs[FERRY_MAX_LAUNCH_ATTRS + 1];
+  if (a->attrs.len % sizeof *attrs || a->attrs.len / sizeof *attrs > FERRY_MAX_LAUNCH_ATTRS)
     return EXEC_INVALID_VALUE;
   unsigned n = a->attrs.len / (unsigned)sizeof *attrs;
   memcpy(attrs, a->attrs.ptr, a->attrs.len);

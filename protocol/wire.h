@@ -17,6 +17,7 @@
 #define FERRY_PROTOCOL_VERSION 1u
 #define FERRY_MAX_BODY (1u << 20)          /* msgpack body; params are <= 32 KiB */
 #define FERRY_MAX_BULK (1ull << 40)        /* sanity bound for a single transfer */
+#define FERRY_MAX_LAUNCH_ATTRS 16u         /* launch attributes in one launch's attrs blob */
 
 /* frame kinds above the call ids */
 enum {

@@ -128,9 +128,6 @@ struct ferry_kernel;
 int ferry_kernel_lookup(const void *func, struct ferry_kernel **k);
 #define FERRY_LAUNCH_PER_THREAD 1u /* the _ptsz variant: NULL means the per-thread stream */
 #define FERRY_LAUNCH_COOPERATIVE 2u
-/* launch attributes that travel with one launch, at most (the executor's
-   bound, executor/exec_module.c, is the same) */
-#define FERRY_MAX_LAUNCH_ATTRS 16u
 /* attrs: CUlaunchAttribute array of plain-valued attributes (see
    protocol/calls.def), {NULL, 0} for a plain launch */
 int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
