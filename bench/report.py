@@ -5,16 +5,18 @@ usage: bench/report.py RESULTS_DIR > bench/results/<date>-<machine>.md
 Every ratio compares numbers taken in the same run on the same machine.
 """
 import re
+import statistics
 import sys
 
 
 def load(path):
-    values = {}
+    """metric -> value; a metric measured several times gives its median"""
+    samples = {}
     for line in open(path):
         m = re.match(r"^(\S+) ([0-9.]+) ", line)
         if m:
-            values[m.group(1)] = float(m.group(2))
-    return values
+            samples.setdefault(m.group(1), []).append(float(m.group(2)))
+    return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def main(d):
@@ -23,6 +25,8 @@ def main(d):
     machine = open(f"{d}/machine.txt").read().strip()
     out.append("Machine:\n\n```\n" + machine + "\n```\n")
     out.append("## Latency and launch rate\n")
+    out.append("Latencies are medians over the rounds of the run (ferry, native and raw TCP "
+               "alternate); the other figures come from one pass.\n")
     out.append("| metric | native | ferry | raw TCP ping-pong (4 B) | ferry / TCP | ferry / native | target |")
     out.append("|---|---|---|---|---|---|---|")
     ping = tcp["tcp_pingpong_4"]

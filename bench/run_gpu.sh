@@ -57,6 +57,13 @@ if [ "$what" != tests ]; then
   native timeout 200 "$b" all >"$out/bench_native.txt" 2>&1
   timeout 300 "$ferry" run -- "$b" all >"$out/bench_ferry.txt" 2>&1
   tcp="$prefix/bin/ferry-bench-tcp"
+  # latency is the noisiest figure: five rounds, alternating ferry, native
+  # and raw TCP, so that report.py can take medians of neighbouring runs
+  for round in 1 2 3 4 5; do
+    timeout 60 "$ferry" run -- "$b" latency >>"$out/bench_ferry.txt" 2>&1
+    native timeout 60 "$b" latency >>"$out/bench_native.txt" 2>&1
+    timeout 60 "$tcp" pingpong 4 20000 >>"$out/bench_tcp.txt" 2>&1
+  done
   {
     for s in 4 48; do timeout 60 "$tcp" pingpong $s 20000; done
     for s in 4096 16384 65536 262144 1048576 4194304 16777216 67108864 268435456 1073741824; do
