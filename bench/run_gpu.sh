@@ -73,6 +73,6 @@ if [ "$what" != tests ]; then
       timeout 60 "$tcp" put $s $reps
       timeout 60 "$tcp" get $s $reps
     done
-  } >"$out/bench_tcp.txt" 2>&1
+  } >>"$out/bench_tcp.txt" 2>&1
 fi
 echo "done" >>"$out/machine.txt"
