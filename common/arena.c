@@ -4,6 +4,7 @@
  */
 #include "arena.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,26 +50,27 @@ void ferry_arena_reset(struct ferry_arena *a) {
   ferry_arena_init(a, base, size, g);
 }
 
-/* index of the first element whose addr is > p (upper bound) */
+/* index of the first element whose addr is > p; regions and mappings both
+   begin with their uint64_t addr, so one search serves both tables */
+static size_t upper_bound(const void *table, size_t n, size_t stride, uint64_t p) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    uint64_t addr;
+    memcpy(&addr, (const char *)table + mid * stride, sizeof addr);
+    if (addr <= p) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
 static size_t regions_upper(const struct ferry_arena *a, uint64_t p) {
-  size_t lo = 0, hi = a->nregions;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (a->regions[mid].addr <= p) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
+  return upper_bound(a->regions, a->nregions, sizeof *a->regions, p);
 }
-
 static size_t maps_upper(const struct ferry_arena *a, uint64_t p) {
-  size_t lo = 0, hi = a->nmaps;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (a->maps[mid].addr <= p) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
+  return upper_bound(a->maps, a->nmaps, sizeof *a->maps, p);
 }
+_Static_assert(offsetof(struct ferry_region, addr) == 0, "addr first");
+_Static_assert(offsetof(struct ferry_mapping, addr) == 0, "addr first");
 
 const struct ferry_region *ferry_arena_find(const struct ferry_arena *a, uint64_t p) {
   size_t i = regions_upper(a, p);

@@ -56,28 +56,24 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
   return ferry_ret(rc);
 }
 
-static cudaError_t simple_call(unsigned call) {
+/* runs one call on this thread's current device */
+static int on_current(unsigned call, const void *args, void *rets) {
   int err;
   struct ferry_vgpu *v = ferry_current(&err);
-  if (!v) return ferry_ret(err);
-  char none[8] = {0}; /* every argument-less args struct is one byte */
-  return ferry_ret(ferry_call(v, call, none, NULL, NULL));
+  return v ? ferry_call(v, call, args, rets, NULL) : err;
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return simple_call(FERRY_CALL_device_synchronize); }
+cudaError_t cudaDeviceSynchronize(void) {
+  struct ferry_device_synchronize_args a = {0};
+  return ferry_ret(on_current(FERRY_CALL_device_synchronize, &a, NULL));
+}
 cudaError_t cudaProfilerStart(void) {
-  int err;
-  struct ferry_vgpu *v = ferry_current(&err);
-  if (!v) return ferry_ret(err);
   struct ferry_profiler_args a = {1};
-  return ferry_ret(ferry_call(v, FERRY_CALL_profiler, &a, NULL, NULL));
+  return ferry_ret(on_current(FERRY_CALL_profiler, &a, NULL));
 }
 cudaError_t cudaProfilerStop(void) {
-  int err;
-  struct ferry_vgpu *v = ferry_current(&err);
-  if (!v) return ferry_ret(err);
   struct ferry_profiler_args a = {0};
-  return ferry_ret(ferry_call(v, FERRY_CALL_profiler, &a, NULL, NULL));
+  return ferry_ret(on_current(FERRY_CALL_profiler, &a, NULL));
 }
 
 cudaError_t cudaDeviceReset(void) {
@@ -131,12 +127,9 @@ cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer) {
 }
 
 cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
-  int err;
-  struct ferry_vgpu *v = ferry_current(&err);
-  if (!v) return ferry_ret(err);
   struct ferry_stream_priority_range_args a = {0};
   struct ferry_stream_priority_range_rets r;
-  int rc = ferry_call(v, FERRY_CALL_stream_priority_range, &a, &r, NULL);
+  int rc = on_current(FERRY_CALL_stream_priority_range, &a, &r);
   if (rc) return ferry_ret(rc);
   if (least) *least = r.least;
   if (greatest) *greatest = r.greatest;
@@ -144,40 +137,28 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
 }
 
 cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value) {
-  int err;
-  struct ferry_vgpu *v = ferry_current(&err);
-  if (!v) return ferry_ret(err);
   struct ferry_device_set_limit_args a = {(uint32_t)limit, value};
-  return ferry_ret(ferry_call(v, FERRY_CALL_device_set_limit, &a, NULL, NULL));
+  return ferry_ret(on_current(FERRY_CALL_device_set_limit, &a, NULL));
 }
 
 cudaError_t cudaDeviceGetLimit(size_t *value, enum cudaLimit limit) {
   if (!value) return ferry_ret(cudaErrorInvalidValue);
-  int err;
-  struct ferry_vgpu *v = ferry_current(&err);
-  if (!v) return ferry_ret(err);
   struct ferry_device_get_limit_args a = {(uint32_t)limit};
   struct ferry_device_get_limit_rets r;
-  int rc = ferry_call(v, FERRY_CALL_device_get_limit, &a, &r, NULL);
+  int rc = on_current(FERRY_CALL_device_get_limit, &a, &r);
   if (!rc) *value = r.value;
   return ferry_ret(rc);
 }
 
 cudaError_t cudaDeviceSetCacheConfig(enum cudaFuncCache config) {
-  int err;
-  struct ferry_vgpu *v = ferry_current(&err);
-  if (!v) return ferry_ret(err);
   struct ferry_device_set_cache_config_args a = {(uint32_t)config};
-  return ferry_ret(ferry_call(v, FERRY_CALL_device_set_cache_config, &a, NULL, NULL));
+  return ferry_ret(on_current(FERRY_CALL_device_set_cache_config, &a, NULL));
 }
 
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
-  int err;
-  struct ferry_vgpu *v = ferry_current(&err);
-  if (!v) return ferry_ret(err);
   struct ferry_mem_get_info_args a = {0};
   struct ferry_mem_get_info_rets r;
-  int rc = ferry_call(v, FERRY_CALL_mem_get_info, &a, &r, NULL);
+  int rc = on_current(FERRY_CALL_mem_get_info, &a, &r);
   if (rc) return ferry_ret(rc);
   if (free_bytes) *free_bytes = r.free_bytes;
   if (total_bytes) *total_bytes = r.total_bytes;
