@@ -127,12 +127,12 @@ cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer) {
 }
 
 cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
-  struct ferry_stream_priority_range_args a = {0};
-  struct ferry_stream_priority_range_rets r;
-  int rc = on_current(FERRY_CALL_stream_priority_range, &a, &r);
-  if (rc) return ferry_ret(rc);
-  if (least) *least = r.least;
-  if (greatest) *greatest = r.greatest;
+  int err, lo, hi;
+  struct ferry_vgpu *v = ferry_current(&err);
+  if (!v) return ferry_ret(err);
+  if ((err = ferry_priority_range(v, &lo, &hi))) return ferry_ret(err);
+  if (least) *least = lo;
+  if (greatest) *greatest = hi;
   return cudaSuccess;
 }
 

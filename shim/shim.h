@@ -56,6 +56,7 @@ struct ferry_vgpu {
   int32_t attrs[FERRY_NATTRS_CLIENT];
   struct cudaDeviceProp props;
   unsigned device_flags;
+  int priority_least, priority_greatest, priority_known; /* cached range */
 
   pthread_mutex_t arena_lock;
   struct ferry_arena arena;
@@ -120,6 +121,8 @@ struct ferry_stream {
    default streams); per_thread: the API variant uses the per-thread stream */
 int ferry_stream_resolve(cudaStream_t s, int per_thread, struct ferry_vgpu **v, uint32_t *id);
 
+/* the device's stream priority range, asked once */
+int ferry_priority_range(struct ferry_vgpu *v, int *least, int *greatest);
 /* forget the streams and events of a vGPU (after cudaDeviceReset) */
 void ferry_streams_forget(int vgpu);
 

@@ -35,6 +35,21 @@ int ferry_stream_resolve(cudaStream_t s, int per_thread, struct ferry_vgpu **v, 
   return (*v)->dead ? cudaErrorDevicesUnavailable : 0;
 }
 
+int ferry_priority_range(struct ferry_vgpu *v, int *least, int *greatest) {
+  if (!__atomic_load_n(&v->priority_known, __ATOMIC_ACQUIRE)) {
+    struct ferry_stream_priority_range_args a = {0};
+    struct ferry_stream_priority_range_rets r;
+    int rc = ferry_call(v, FERRY_CALL_stream_priority_range, &a, &r, NULL);
+    if (rc) return rc;
+    v->priority_least = r.least;
+    v->priority_greatest = r.greatest;
+    __atomic_store_n(&v->priority_known, 1, __ATOMIC_RELEASE);
+  }
+  *least = v->priority_least;
+  *greatest = v->priority_greatest;
+  return 0;
+}
+
 static cudaError_t stream_create(cudaStream_t *out, unsigned flags, int priority) {
   if (!out) return ferry_ret(cudaErrorInvalidValue);
   if (flags & ~(unsigned)cudaStreamNonBlocking) return ferry_ret(cudaErrorInvalidValue);
@@ -50,10 +65,7 @@ static cudaError_t stream_create(cudaStream_t *out, unsigned flags, int priority
   }
   /* CUDA clamps priorities into the device's range */
   int least = 0, greatest = 0;
-  struct ferry_stream_priority_range_args pa = {0};
-  struct ferry_stream_priority_range_rets pr;
-  if (ferry_call(v, FERRY_CALL_stream_priority_range, &pa, &pr, NULL) == 0)
-    least = pr.least, greatest = pr.greatest;
+  ferry_priority_range(v, &least, &greatest);
   if (priority > least) priority = least;
   if (priority < greatest) priority = greatest;
   *st = (struct ferry_stream){v->index, ferry_handle_id(h), flags, priority};
