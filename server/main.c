@@ -28,13 +28,15 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: ferry-server [--listen tcp://0.0.0.0:7420]... [--gpus 0,1]\n"
           "                    [--backend cuda|sim] [--sim-kernels twins.so] [--once] [--quiet]\n"
-          "                    [--probe]\n"
+          "                    [--probe] [--token-file FILE]\n"
           "  --listen URL       address to accept clients on (repeatable; port 0 picks a free one)\n"
           "  --gpus LIST        offer only these physical GPUs; client GPU i runs on the i-th\n"
           "  --backend NAME     cuda (default) runs on real GPUs; sim simulates one on the CPU\n"
           "  --sim-kernels SO   shared object with CPU twins of the kernels (sim backend)\n"
           "  --once             serve one session, then exit with its status\n"
           "  --probe            check that the backend loads and has GPUs, then exit\n"
+          "  --token-file FILE  serve only clients presenting this secret (FERRY_TOKEN_FILE);\n"
+          "                     the file must be readable by its owner only\n"
           "  --quiet            log only errors\n");
 }
 
@@ -250,9 +252,9 @@ int main(int argc, char **argv) {
       {"backend", required_argument, NULL, 'b'}, {"sim-kernels", required_argument, NULL, 'k'},
       {"once", no_argument, NULL, 'o'},          {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},          {"probe", no_argument, NULL, 'p'},
-      {NULL, 0, NULL, 0}};
+      {"token-file", required_argument, NULL, 't'}, {NULL, 0, NULL, 0}};
   int opt;
-  while ((opt = getopt_long(argc, argv, "l:g:b:k:oqhp", longopts, NULL)) != -1) {
+  while ((opt = getopt_long(argc, argv, "l:g:b:k:oqhpt:", longopts, NULL)) != -1) {
     switch (opt) {
     case 'l':
       if (nlisten == MAX_LISTENERS) {
@@ -276,6 +278,9 @@ int main(int argc, char **argv) {
     case 'q': o.quiet = 1; break;
     case 'h': usage(stdout); return 0;
     case 'p': probe_only = 1; break;
+    case 't':
+      if (!(o.token = server_read_token(optarg))) return 2;
+      break;
     default: usage(stderr); return 2;
     }
   }
@@ -318,6 +323,11 @@ int main(int argc, char **argv) {
       ferry_log("note: the /%d in --listen %s is ignored; clients choose their GPU", u.gpu,
                 listen_urls[i]);
     ferry_log("listening on %s (backend %s)", ls[i]->name, o.backend);
+    int loopback = !strcmp(u.host, "127.0.0.1") || !strcmp(u.host, "localhost") ||
+                   !strcmp(u.host, "::1");
+    if (!o.token && !loopback && !o.quiet)
+      ferry_log("warning: no --token-file: anyone who can reach %s can use these GPUs",
+                ls[i]->name);
   }
 
   if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK)) {

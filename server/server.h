@@ -19,7 +19,11 @@ struct server_opts {
   int gpus[FERRY_SERVER_MAX_GPUS]; /* --gpus: client GPU i runs on gpus[i] */
   int ngpus;                       /* 0: no --gpus, client indexes are physical */
   int quiet;
+  const char *token; /* --token-file: clients must present it; NULL serves anyone */
 };
+
+/* the token in path: refused unless only its owner can read it */
+const char *server_read_token(const char *path);
 
 /* exit statuses of a session child */
 enum {

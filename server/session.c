@@ -324,6 +324,15 @@ static int read_body(struct session *s, const struct ferry_frame *h) {
 
 /* ---- hello ---- */
 
+/* compares in time independent of where the strings differ */
+static int token_matches(const char *given, const char *expected) {
+  if (!given) return 0;
+  size_t n = strlen(expected), m = strlen(given);
+  unsigned diff = (unsigned)(n ^ m);
+  for (size_t i = 0; i < n; i++) diff |= (unsigned char)expected[i] ^ (unsigned char)(i < m ? given[i] : 0);
+  return diff == 0;
+}
+
 static int open_session(struct session *s) {
   struct ferry_frame h;
   int r = read_header(s, &h);
@@ -347,7 +356,11 @@ static int open_session(struct session *s) {
   const struct ferry_driver *drv = NULL;
   unsigned gpu = a->gpu;
   char err[256] = "";
-  if (a->version != FERRY_PROTOCOL_VERSION) {
+  if (s->opts->token && !token_matches(a->token, s->opts->token)) {
+    status = cudaErrorNotPermitted;
+    snprintf(err, sizeof err, "authentication failed: %s token (set FERRY_TOKEN_FILE to the "
+             "file the server's --token-file names)", a->token ? "wrong" : "no");
+  } else if (a->version != FERRY_PROTOCOL_VERSION) {
     status = cudaErrorInsufficientDriver;
     snprintf(err, sizeof err, "protocol version mismatch: client speaks %" PRIu32
              ", this server speaks %u (update ferry on one side)", a->version,

@@ -99,6 +99,26 @@ static int reserve_placeholder(struct ferry_vgpu *v) {
   return 0;
 }
 
+/* FERRY_TOKEN_FILE: the secret a server started with --token-file wants */
+static const char *client_token(void) {
+  static char token[260];
+  static int loaded;
+  if (loaded) return token[0] ? token : NULL;
+  loaded = 1;
+  const char *path = getenv("FERRY_TOKEN_FILE");
+  if (!path || !*path) return NULL;
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    ferry_log("FERRY_TOKEN_FILE %s: %s", path, strerror(errno));
+    return NULL;
+  }
+  size_t n = fread(token, 1, sizeof token - 1, f);
+  fclose(f);
+  token[n] = '\0';
+  while (n && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' ')) token[--n] = '\0';
+  return token[0] ? token : NULL;
+}
+
 static int connect_timeout_ms(void) {
   const char *t = getenv("FERRY_CONNECT_TIMEOUT");
   double s = t && *t ? atof(t) : 10.0;
@@ -125,7 +145,8 @@ int ferry_connect_vgpu(struct ferry_vgpu *v) {
                                .gpu = (uint32_t)v->url.gpu,
                                .arena_base = base,
                                .arena_size = FERRY_ARENA_STRIDE,
-                               .client_pid = (uint32_t)getpid()};
+                               .client_pid = (uint32_t)getpid(),
+                               .token = client_token()};
   struct ferry_hello_rets r;
   int rc = ferry_call(v, FERRY_CALL_hello, &a, &r, NULL);
   if (rc) {

@@ -162,6 +162,28 @@ server_killed)
   expect_in long_run.out "next call: cudaErrorDevicesUnavailable"
   expect_in long_run.err "lost connection"
   ;;
+token)
+  printf 'ferry-e2e-token-0123456789abcdef\n' >"$work/token"
+  chmod 644 "$work/token"
+  if "$bin/ferry-server" --listen tcp://127.0.0.1:0 --backend sim --token-file "$work/token" \
+      2>"$work/refused.log"; then
+    fail "ferry-server accepted a token file others can read"
+  fi
+  expect_in refused.log "chmod 600"
+  chmod 600 "$work/token"
+  start_server --token-file "$work/token"
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+  rc=$(run_app vecadd 1000 1)
+  [ "$rc" != 0 ] || fail "vecadd ran without the token"
+  expect_in vecadd.err "authentication failed: no token"
+  printf 'wrong-token-wrong-token-wrong\n' >"$work/bad"
+  rc=$(FERRY_TOKEN_FILE=$work/bad run_app vecadd 1000 1)
+  [ "$rc" != 0 ] || fail "vecadd ran with a wrong token"
+  expect_in vecadd.err "authentication failed: wrong token"
+  rc=$(FERRY_TOKEN_FILE=$work/token run_app vecadd 1000 1)
+  [ "$rc" = 0 ] || fail "vecadd with the token exited $rc"
+  expect_in vecadd.out "PASSED"
+  ;;
 *)
   fail "unknown case"
   ;;

@@ -1,0 +1,43 @@
+/*
+ * The shared secret that keeps other users of a cluster off a server's
+ * GPUs. It lives in a file only its owner may read, so it never shows in
+ * `ps` or in the environment of other processes. It is a password, not
+ * encryption: the hello that carries it crosses the network in clear.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/log.h"
+
+#define TOKEN_MIN 16
+#define TOKEN_MAX 256
+
+const char *server_read_token(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    ferry_log("--token-file %s: %s", path, strerror(errno));
+    return NULL;
+  }
+  struct stat st;
+  if (fstat(fileno(f), &st) || (st.st_mode & 077)) {
+    ferry_log("--token-file %s: group or others may read it; chmod 600 it first", path);
+    fclose(f);
+    return NULL;
+  }
+  static char token[TOKEN_MAX + 2];
+  size_t n = fread(token, 1, sizeof token - 1, f);
+  fclose(f);
+  token[n] = '\0';
+  while (n && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' ')) token[--n] = '\0';
+  if (n < TOKEN_MIN || n > TOKEN_MAX) {
+    ferry_log("--token-file %s: the token must be %d to %d characters (e.g. `head -c 24 "
+              "/dev/urandom | base64`)", path, TOKEN_MIN, TOKEN_MAX);
+    return NULL;
+  }
+  return token;
+}
