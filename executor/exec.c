@@ -5,6 +5,7 @@
  */
 #include "executor/exec_internal.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,6 +208,16 @@ static const exec_handler handlers[FERRY_CALL_COUNT] = {
 #undef FERRY_CALL
 };
 
+int exec_bad_handle(struct ferry_exec *ex, const char *kind, uint32_t id) {
+  if (!ex->violation[0])
+    snprintf(ex->violation, sizeof ex->violation, "%s id %" PRIu32 " was never created", kind, id);
+  return EXEC_INVALID_HANDLE;
+}
+
+const char *ferry_exec_violation(const struct ferry_exec *ex) {
+  return ex->violation[0] ? ex->violation : NULL;
+}
+
 int ferry_exec_call(struct ferry_exec *ex, unsigned call, const void *args, void *rets,
                     struct ferry_io *io) {
   if (!ferry_call_valid(call))
@@ -214,6 +225,7 @@ int ferry_exec_call(struct ferry_exec *ex, unsigned call, const void *args, void
   free(ex->ret_buf[0]);
   free(ex->ret_buf[1]);
   ex->ret_buf[0] = ex->ret_buf[1] = NULL;
+  ex->violation[0] = '\0';
   static struct ferry_io no_io;
   int rc = handlers[call](ex, args, rets, io ? io : &no_io);
   if ((ferry_calls[call].flags & ASYNC) && rc != EXEC_OK && ex->latched == EXEC_OK)

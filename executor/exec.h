@@ -56,6 +56,10 @@ int ferry_exec_describe(struct ferry_exec *ex, struct ferry_hello_rets *r, char 
 int ferry_exec_call(struct ferry_exec *ex, unsigned call, const void *args, void *rets,
                     struct ferry_io *io);
 int ferry_exec_take_async_error(struct ferry_exec *ex);
+/* after a call: why the client broke the protocol (a handle it never
+   created), or NULL. Ferry's shim checks handles itself, so only a broken
+   or hostile client gets here, and the server ends its session. */
+const char *ferry_exec_violation(const struct ferry_exec *ex);
 
 /* hands finished deferred copies to fn; the server calls it before each reply */
 int ferry_exec_flush_deferred(struct ferry_exec *ex, ferry_deferred_fn fn, void *ctx);

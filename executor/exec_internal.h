@@ -85,6 +85,10 @@ struct ferry_exec {
   struct exec_pending *pend_head, *pend_tail;
   int latched;
 
+  /* a handle the client never created: a broken client, which the server
+     disconnects (ferry_exec_violation) */
+  char violation[160];
+
   void *ret_buf[2]; /* blobs of the last reply, freed on the next call */
   void *param_buf;
   void **param_ptrs;
@@ -92,6 +96,9 @@ struct ferry_exec {
 };
 
 #define CU(x) ferry_cuda_error_from_cu(x)
+
+/* records a bad handle (kind: "stream", ...) and returns EXEC_INVALID_HANDLE */
+int exec_bad_handle(struct ferry_exec *ex, const char *kind, uint32_t id);
 
 /* one handler per call, generated from calls.def */
 #define FERRY_CALL(name, flags, args, rets)                                                    \

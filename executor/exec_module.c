@@ -32,8 +32,10 @@ void exec_free_modules(struct ferry_exec *ex, int driver_ok) {
 
 int exec_func(struct ferry_exec *ex, uint32_t func, struct exec_func **out) {
   uint32_t mod = func >> 16, idx = func & 0xffff;
-  if (mod >= ex->nmods || !ex->mods[mod].mod || idx >= ex->mods[mod].nfuncs)
+  if (mod >= ex->nmods || !ex->mods[mod].mod || idx >= ex->mods[mod].nfuncs) {
+    exec_bad_handle(ex, "kernel", func);
     return EXEC_INVALID_HANDLE;
+  }
   struct exec_func *f = &ex->mods[mod].funcs[idx];
   if (!f->fn)
     return EXEC_INVALID_DEVICE_FUNC;
@@ -231,8 +233,10 @@ int ferry_x_module_load(struct ferry_exec *ex, const struct ferry_module_load_ar
 int ferry_x_module_unload(struct ferry_exec *ex, const struct ferry_module_unload_args *a,
                           struct ferry_module_unload_rets *r, struct ferry_io *io) {
   (void)r, (void)io;
-  if (a->module >= ex->nmods || !ex->mods[a->module].mod)
+  if (a->module >= ex->nmods || !ex->mods[a->module].mod) {
+    exec_bad_handle(ex, "module", a->module);
     return EXEC_INVALID_HANDLE;
+  }
   struct exec_module *m = &ex->mods[a->module];
   CUresult res = ex->d->ModuleUnload(m->mod);
   m->mod = NULL;

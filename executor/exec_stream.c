@@ -31,15 +31,19 @@ int exec_stream(struct ferry_exec *ex, uint32_t id, CUstream *out) {
   case 2: *out = CU_STREAM_PER_THREAD; return EXEC_OK;
   default: break;
   }
-  if (id >= ex->nstreams || !ex->streams[id])
+  if (id >= ex->nstreams || !ex->streams[id]) {
+    exec_bad_handle(ex, "stream", id);
     return EXEC_INVALID_HANDLE;
+  }
   *out = ex->streams[id];
   return EXEC_OK;
 }
 
 static int event_of(struct ferry_exec *ex, uint32_t id, CUevent *out) {
-  if (id >= ex->nevents || !ex->events[id])
+  if (id >= ex->nevents || !ex->events[id]) {
+    exec_bad_handle(ex, "event", id);
     return EXEC_INVALID_HANDLE;
+  }
   *out = ex->events[id];
   return EXEC_OK;
 }
@@ -78,7 +82,11 @@ int ferry_x_stream_destroy(struct ferry_exec *ex, const struct ferry_stream_dest
                            struct ferry_stream_destroy_rets *r, struct ferry_io *io) {
   (void)r, (void)io;
   CUstream s;
-  if (a->stream <= 2 || exec_stream(ex, a->stream, &s))
+  if (a->stream <= 2) {
+    exec_bad_handle(ex, "stream (a default one, destroyed)", a->stream);
+    return EXEC_INVALID_HANDLE;
+  }
+  if (exec_stream(ex, a->stream, &s))
     return EXEC_INVALID_HANDLE;
   CUresult res = ex->d->StreamDestroy(s);
   ex->streams[a->stream] = NULL;

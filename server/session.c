@@ -433,6 +433,11 @@ static int serve_one(struct session *s, const struct ferry_frame *h) {
   int status = ferry_exec_call(s->ex, s->call, s->args, s->rets, &io);
   ferry_debug("%s -> %d", ferry_calls[s->call].name, status);
   if (s->broken) return -1;
+  const char *bad = ferry_exec_violation(s->ex);
+  if (bad) {
+    set_reason(s, "protocol violation: %s: bad handle: %s", ferry_calls[s->call].name, bad);
+    return -2;
+  }
   if (discard_bulk(s)) return -1;
   if (s->out_begun) {
     if (s->out_sent < s->out_total && status == cudaSuccess) status = cudaErrorUnknown;
