@@ -178,11 +178,33 @@ int ferry_connect_vgpu(struct ferry_vgpu *v) {
 /* collect device printf output and finish queued work before the process
    ends, as the CUDA driver does when it tears its contexts down */
 static void drain_at_exit(void) {
+  if (ferry.forked) return;
   for (int i = 0; i < ferry.count; i++) {
     struct ferry_vgpu *v = &ferry.vgpus[i];
     if (!v->conn || v->dead) continue;
+    /* another thread may be inside a call (exit() from elsewhere): never
+       wait for it at exit */
+    if (pthread_mutex_trylock(&v->call_lock)) continue;
+    pthread_mutex_unlock(&v->call_lock);
     struct ferry_device_synchronize_args a = {0};
     ferry_call(v, FERRY_CALL_device_synchronize, &a, NULL, NULL);
+  }
+}
+
+/* A forked child shares the parent's connections: one CUDA call from it
+   would corrupt the parent's sessions. Like CUDA, the child cannot use the
+   GPUs; it drops its copies of the connections (the parent's stay open). */
+static void child_after_fork(void) {
+  ferry.forked = 1;
+  for (int i = 0; i < ferry.count; i++) {
+    struct ferry_vgpu *v = &ferry.vgpus[i];
+    pthread_mutex_init(&v->send_lock, NULL);
+    pthread_mutex_init(&v->sock_lock, NULL);
+    pthread_mutex_init(&v->call_lock, NULL);
+    pthread_mutex_init(&v->arena_lock, NULL);
+    if (v->conn) v->conn->ops->detach(v->conn);
+    v->conn = NULL;
+    v->dead = 1;
   }
 }
 
@@ -208,10 +230,18 @@ static void init_once(void) {
   }
   ferry_start_flusher();
   atexit(drain_at_exit);
+  pthread_atfork(NULL, NULL, child_after_fork);
 }
 
 int ferry_ensure_init(void) {
   pthread_once(&ferry.once, init_once);
+  if (ferry.forked) {
+    static int warned;
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+      ferry_log("CUDA cannot be used in a child made by fork(); its parent's GPUs stay with "
+                "the parent");
+    return cudaErrorInitializationError;
+  }
   return ferry.init_error;
 }
 

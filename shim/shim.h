@@ -65,6 +65,7 @@ struct ferry_vgpu {
 struct ferry_state {
   pthread_once_t once;
   int init_error; /* cudaError_t every call returns when init failed */
+  int forked;     /* this process is a fork() child of the one that connected */
   int count;
   struct ferry_vgpu vgpus[FERRY_MAX_VGPUS];
   struct ferry_handles streams, events;

@@ -4,6 +4,8 @@
 // get cudaErrorNotSupported / clear errors, and see one warning per call
 // name. Only meaningful under ferry.
 #include <cstdio>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cuda_runtime.h>
 
 // never runs: every launch of it below is refused before it reaches the GPU
@@ -26,6 +28,28 @@ int main() {
   printf("managed=%s managed_again=%s graph=%s mapped_device_pointer=%s malloc=%s free=%s\n", cudaGetErrorName(a),
          cudaGetErrorName(b), cudaGetErrorName(c), cudaGetErrorName(d), cudaGetErrorName(e),
          cudaGetErrorName(f));
+  // a fork()ed child cannot use the parent's GPUs, and must not disturb them
+  int *shared = nullptr;
+  cudaMalloc(&shared, 64);
+  int value = 1234, back = 0;
+  cudaMemcpy(shared, &value, sizeof value, cudaMemcpyHostToDevice);
+  fflush(stdout);
+  pid_t child = fork();
+  if (child == 0) {
+    int *mine = nullptr;
+    cudaError_t in_child = cudaMalloc(&mine, 64);
+    _exit(in_child == cudaErrorInitializationError ? 0 : 1);
+  }
+  int child_status = -1;
+  waitpid(child, &child_status, 0);
+  cudaError_t after_fork = cudaMemcpy(&back, shared, sizeof back, cudaMemcpyDeviceToHost);
+  cudaFree(shared);
+  printf("fork: child=%s parent_after=%s value=%d\n",
+         WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0 ? "refused" : "WRONG",
+         cudaGetErrorName(after_fork), back);
+  int fork_ok = WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0 &&
+                after_fork == cudaSuccess && back == 1234;
+
   // misuse that ferry catches before it reaches the GPU
   int *small = nullptr, host[17];
   cudaStream_t s;
@@ -59,7 +83,7 @@ int main() {
   cudaGetLastError();
   printf("programmatic_event=%s again=%s unknown_attribute=%s no_config=%s\n", cudaGetErrorName(pev),
          cudaGetErrorName(pev_again), cudaGetErrorName(unknown_attr), cudaGetErrorName(no_config));
-  int ok = past_end == cudaErrorInvalidValue && stale == cudaErrorInvalidResourceHandle &&
+  int ok = fork_ok && past_end == cudaErrorInvalidValue && stale == cudaErrorInvalidResourceHandle &&
            pev == cudaErrorNotSupported && pev_again == cudaErrorNotSupported &&
            unknown_attr == cudaErrorNotSupported && no_config == cudaErrorInvalidValue &&
            a == cudaErrorNotSupported && b == cudaErrorNotSupported &&

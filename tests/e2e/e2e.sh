@@ -80,6 +80,8 @@ unsupported)
   [ "$rc" = 0 ] || fail "unsupported exited $rc"
   expect_in unsupported.out "PASSED"
   expect_in unsupported.out "past_end=cudaErrorInvalidValue"
+  expect_in unsupported.out "fork: child=refused parent_after=cudaSuccess value=1234"
+  expect_in unsupported.err "CUDA cannot be used in a child made by fork()"
   n=$(grep -c "cudaMallocManaged is not supported" "$work/unsupported.err")
   [ "$n" = 1 ] || fail "expected one warning for cudaMallocManaged, got $n"
   expect_in unsupported.err "cudaGraphCreate is not supported"
