@@ -19,8 +19,21 @@ static pthread_mutex_t flusher_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t flusher_cond = PTHREAD_COND_INITIALIZER;
 static uint32_t flusher_pending; /* bit per vGPU */
 
-static __thread struct ferry_thread thread_state = {0, cudaSuccess, {0}};
-struct ferry_thread *ferry_thread(void) { return &thread_state; }
+static __thread struct ferry_thread thread_state = {0, cudaSuccess, {0}, 0};
+static pthread_key_t reply_key;
+static pthread_once_t reply_key_once = PTHREAD_ONCE_INIT;
+static void free_reply(void *buf) { ferry_buf_free(buf); }
+static void make_reply_key(void) { pthread_key_create(&reply_key, free_reply); }
+
+/* the reply buffer of a thread that ends is freed with it */
+struct ferry_thread *ferry_thread(void) {
+  if (__builtin_expect(!thread_state.registered, 0)) {
+    pthread_once(&reply_key_once, make_reply_key);
+    pthread_setspecific(reply_key, &thread_state.reply);
+    thread_state.registered = 1;
+  }
+  return &thread_state;
+}
 
 static int lost(struct ferry_vgpu *v, const char *what) {
   if (!v->dead) {

@@ -76,6 +76,7 @@ struct ferry_thread {
   int device;
   cudaError_t last_error;
   struct ferry_buf reply; /* body of the latest reply; rets point into it */
+  int registered;         /* reply is freed at thread exit */
 };
 struct ferry_thread *ferry_thread(void);
 
