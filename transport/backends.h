@@ -8,5 +8,10 @@
 #include "transport.h"
 
 extern const struct ferry_transport ferry_tcp_transport;
+/* the socket of a tcp connection, -1 for any other kind */
+int ferry_tcp_fd(struct ferry_conn *c);
+#ifdef FERRY_HAVE_IB
+extern const struct ferry_transport ferry_ib_transport;
+#endif
 
 #endif

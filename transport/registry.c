@@ -1,7 +1,7 @@
 /*
- * Maps a URL scheme to its backend. The ib:// answer is spelled out because
- * a user who asks for InfiniBand on a build without rdma-core needs to know
- * why it is missing and what to use instead.
+ * Maps a URL scheme to its backend. On a build without rdma-core the ib://
+ * answer is spelled out, because a user who asks for InfiniBand needs to
+ * know why it is missing and what to use instead.
  */
 #include "transport.h"
 #include "backends.h"
@@ -12,11 +12,20 @@
 const struct ferry_transport *ferry_transport_find(const char *scheme, char *err, size_t errlen) {
   if (scheme && strcmp(scheme, "tcp") == 0) return &ferry_tcp_transport;
   if (scheme && strcmp(scheme, "ib") == 0) {
+#ifdef FERRY_HAVE_IB
+    return &ferry_ib_transport;
+#endif
     snprintf(err, errlen,
              "ib:// transport is not built into this ferry (rdma-core was not found at build "
              "time); use tcp://");
     return NULL;
   }
-  snprintf(err, errlen, "unknown transport '%s://' (this ferry knows tcp://)", scheme ? scheme : "");
+  snprintf(err, errlen, "unknown transport '%s://' (this ferry knows tcp://%s)", scheme ? scheme : "",
+#ifdef FERRY_HAVE_IB
+           " and ib://"
+#else
+           ""
+#endif
+  );
   return NULL;
 }

@@ -330,3 +330,9 @@ static struct ferry_listener *tcp_listen(const struct ferry_url *url, char *err,
 
 const struct ferry_transport ferry_tcp_transport = {
     .scheme = "tcp", .connect = tcp_connect, .listen = tcp_listen};
+
+/* the socket under a tcp connection: the ib backend bootstraps over tcp and
+   keeps that socket as its liveness signal */
+int ferry_tcp_fd(struct ferry_conn *c) {
+  return c && c->ops == &tcp_conn_ops ? ((struct tcp_conn *)c)->fd : -1;
+}

@@ -120,10 +120,14 @@ static void test_registry(void **state) {
   const struct ferry_transport *t = ferry_transport_find("tcp", err, sizeof err);
   assert_non_null(t);
   assert_string_equal(t->scheme, "tcp");
-  assert_null(ferry_transport_find("ib", err, sizeof err));
-  assert_string_equal(err,
-                      "ib:// transport is not built into this ferry (rdma-core was not found at "
-                      "build time); use tcp://");
+  /* ib:// is there exactly when rdma-core's headers were found at build time */
+  t = ferry_transport_find("ib", err, sizeof err);
+  if (t)
+    assert_string_equal(t->scheme, "ib");
+  else
+    assert_string_equal(err,
+                        "ib:// transport is not built into this ferry (rdma-core was not found at "
+                        "build time); use tcp://");
   assert_null(ferry_transport_find("udp", err, sizeof err));
   assert_non_null(strstr(err, "udp"));
 }

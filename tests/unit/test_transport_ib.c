@@ -1,0 +1,463 @@
+/* The ib:// backend. With an RDMA device (RXE_ADDR set, as in the
+   soft-RoCE VM of tests/ib/, or a real adapter): small and large streams
+   both ways, uneven iovecs, interleaved sizes, recv_some bounds, a closed
+   peer read as ECONNRESET, and the server's fork-after-accept. Without one:
+   those are skipped, and ib:// must fail at once, naming the missing device
+   and pointing at tcp://. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "transport/transport.h"
+
+static int have_device(void) {
+  if (getenv("RXE_ADDR") && *getenv("RXE_ADDR")) return 1;
+  DIR *d = opendir("/sys/class/infiniband");
+  int found = 0;
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d)))
+      if (e->d_name[0] != '.') found = 1;
+    closedir(d);
+  }
+  return found;
+}
+
+static const char *addr(void) {
+  const char *a = getenv("RXE_ADDR");
+  return a && *a ? a : "127.0.0.1";
+}
+
+static void need_device(void) {
+  if (!have_device()) {
+    printf("[ SKIPPED  ] no RDMA device here (no /sys/class/infiniband entry, RXE_ADDR unset); "
+           "tests/ib runs this test inside a soft-RoCE VM\n");
+    skip();
+  }
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---- a connected pair in one process: the client connects in a thread,
+   because its connect waits for the server side's first use ---- */
+
+struct pair {
+  const char *scheme;
+  struct ferry_listener *l;
+  struct ferry_conn *client, *server;
+  struct ferry_url url;
+  char err[320];
+};
+
+static void *connect_thread(void *arg) {
+  struct pair *p = arg;
+  p->client = ferry_transport_find(p->scheme, p->err, sizeof p->err)
+                  ->connect(&p->url, 20000, p->err, sizeof p->err);
+  if (p->client) {
+    uint32_t hi = 0x6869;
+    struct iovec iov = {&hi, sizeof hi};
+    if (ferry_sendv(p->client, &iov, 1)) {
+      p->client->ops->close(p->client);
+      p->client = NULL;
+    }
+  }
+  return NULL;
+}
+
+static struct ferry_listener *listen_any(const char *scheme, char *err, size_t errlen) {
+  char text[300];
+  snprintf(text, sizeof text, "%s://%s:0", scheme, addr());
+  struct ferry_url u;
+  assert_int_equal(ferry_url_parse(text, &u, err, errlen), 0);
+  const struct ferry_transport *t = ferry_transport_find(scheme, err, errlen);
+  if (!t) fail_msg("%s", err);
+  struct ferry_listener *l = t->listen(&u, err, errlen);
+  if (!l) fail_msg("listen: %s", err);
+  return l;
+}
+
+static void open_pair_on(struct pair *p, const char *scheme) {
+  memset(p, 0, sizeof *p);
+  p->scheme = scheme;
+  p->l = listen_any(scheme, p->err, sizeof p->err);
+  assert_int_equal(ferry_url_parse(p->l->name, &p->url, p->err, sizeof p->err), 0);
+  assert_string_equal(p->url.scheme, scheme);
+  assert_true(p->url.port > 0); /* the name reports the port picked */
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, connect_thread, p), 0);
+  p->server = p->l->ops->accept(p->l);
+  assert_non_null(p->server);
+  uint32_t hi = 0;
+  int rc = ferry_recv_all(p->server, &hi, sizeof hi); /* sets RDMA up, here */
+  pthread_join(th, NULL);
+  if (!p->client) fail_msg("connect: %s", p->err);
+  assert_int_equal(rc, 0);
+  assert_int_equal(hi, 0x6869);
+}
+
+static void open_pair(struct pair *p) { open_pair_on(p, "ib"); }
+
+static void close_pair(struct pair *p) {
+  if (p->client) p->client->ops->close(p->client);
+  if (p->server) p->server->ops->close(p->server);
+  p->l->ops->close(p->l);
+}
+
+static void fill(unsigned char *b, size_t n, unsigned seed) {
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; i++) {
+    x = x * 1103515245u + 12345u;
+    b[i] = (unsigned char)(x >> 16);
+  }
+}
+
+struct sender {
+  struct ferry_conn *c;
+  const unsigned char *buf;
+  size_t n;
+  int rc;
+};
+
+/* header + unevenly split pieces, as the shim sends a frame with bulk */
+static void *send_thread(void *arg) {
+  struct sender *s = arg;
+  uint32_t hdr = (uint32_t)s->n;
+  struct iovec iov[6] = {
+      {&hdr, sizeof hdr},
+      {(void *)s->buf, 1},
+      {(void *)(s->buf + 1), 0},
+      {(void *)(s->buf + 1), s->n / 3},
+      {(void *)(s->buf + 1 + s->n / 3), 4095},
+      {(void *)(s->buf + 1 + s->n / 3 + 4095), s->n - 1 - s->n / 3 - 4095},
+  };
+  s->rc = ferry_sendv(s->c, iov, 6);
+  return NULL;
+}
+
+static size_t big_size(void) {
+  const char *mb = getenv("FERRY_IB_TEST_MB");
+  size_t m = mb && atoi(mb) > 0 ? (size_t)atoi(mb) : 64;
+  return m << 20;
+}
+
+/* n bytes from `from` to `to`, sent by a thread while this one receives */
+static void transfer(struct ferry_conn *from, struct ferry_conn *to, size_t n, unsigned seed,
+                     const char *what) {
+  unsigned char *out = malloc(n), *in = malloc(n);
+  assert_non_null(out);
+  assert_non_null(in);
+  fill(out, n, seed);
+  memset(in, 0, n);
+  struct sender s = {from, out, n, -1};
+  pthread_t th;
+  double t0 = now_s();
+  assert_int_equal(pthread_create(&th, NULL, send_thread, &s), 0);
+  uint32_t hdr = 0;
+  assert_int_equal(ferry_recv_all(to, &hdr, sizeof hdr), 0);
+  assert_int_equal(hdr, (uint32_t)n);
+  assert_int_equal(ferry_recv_all(to, in, n), 0);
+  pthread_join(th, NULL);
+  double dt = now_s() - t0;
+  assert_int_equal(s.rc, 0);
+  assert_memory_equal(in, out, n);
+  if (n >= (1u << 20))
+    printf("[ INFO     ] %s: %zu MiB in %.3f s = %.1f MiB/s\n", what, n >> 20, dt,
+           (double)(n >> 20) / dt);
+  free(out);
+  free(in);
+}
+
+static void round_trips(struct pair *p);
+
+static void test_small_both_ways(void **state) {
+  (void)state;
+  need_device();
+  struct pair p;
+  open_pair(&p);
+  for (unsigned k = 0; k < 200; k++) {
+    unsigned char a[100], b[100];
+    fill(a, sizeof a, k);
+    struct iovec iov[3] = {{a, 32}, {a + 32, 0}, {a + 32, 68}};
+    struct ferry_conn *from = k & 1 ? p.server : p.client, *to = k & 1 ? p.client : p.server;
+    assert_int_equal(ferry_sendv(from, iov, 3), 0);
+    assert_int_equal(ferry_recv_all(to, b, sizeof b), 0);
+    assert_memory_equal(a, b, sizeof a);
+  }
+  round_trips(&p);
+  close_pair(&p);
+}
+
+/* the latency a remote CUDA call pays */
+static void round_trips(struct pair *p) {
+  double t0 = now_s();
+  for (int k = 0; k < 1000; k++) {
+    char q[64] = {0}, r[64];
+    struct iovec iov = {q, sizeof q};
+    assert_int_equal(ferry_sendv(p->client, &iov, 1), 0);
+    assert_int_equal(ferry_recv_all(p->server, r, sizeof r), 0);
+    iov.iov_base = r;
+    assert_int_equal(ferry_sendv(p->server, &iov, 1), 0);
+    assert_int_equal(ferry_recv_all(p->client, q, sizeof q), 0);
+  }
+  printf("[ INFO     ] %s: 64-byte round trip: %.1f us\n", p->scheme, (now_s() - t0) / 1000 * 1e6);
+}
+
+/* the same measurements over tcp to the same address, for comparison */
+static void test_tcp_reference(void **state) {
+  (void)state;
+  need_device();
+  struct pair p;
+  open_pair_on(&p, "tcp");
+  round_trips(&p);
+  transfer(p.client, p.server, big_size() + 12345, 3, "tcp client -> server");
+  close_pair(&p);
+}
+
+static void test_large_both_ways(void **state) {
+  (void)state;
+  need_device();
+  struct pair p;
+  open_pair(&p);
+  size_t n = big_size() + 12345; /* not a multiple of anything */
+  transfer(p.client, p.server, n, 1, "ib client -> server");
+  transfer(p.server, p.client, n, 2, "ib server -> client");
+  close_pair(&p);
+}
+
+struct mixed {
+  struct ferry_conn *c;
+  int rc;
+};
+
+static size_t mixed_len(unsigned k) {
+  static const size_t sizes[] = {1, 31, 4000, 4080, 4081, 65536, 300001, 3u << 20, 7, 9u << 20};
+  return sizes[k % (sizeof sizes / sizeof sizes[0])];
+}
+
+/* length-prefixed messages of every size class, back to back */
+static void *mixed_thread(void *arg) {
+  struct mixed *m = arg;
+  unsigned char *buf = malloc(9u << 20);
+  m->rc = buf ? 0 : -1;
+  for (unsigned k = 0; k < 40 && !m->rc; k++) {
+    uint32_t len = (uint32_t)mixed_len(k);
+    fill(buf, len, k + 100);
+    struct iovec iov[2] = {{&len, sizeof len}, {buf, len}};
+    m->rc = ferry_sendv(m->c, iov, 2);
+  }
+  free(buf);
+  return NULL;
+}
+
+static void test_interleaved(void **state) {
+  (void)state;
+  need_device();
+  struct pair p;
+  open_pair(&p);
+  struct mixed m = {p.client, -1};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, mixed_thread, &m), 0);
+  unsigned char *in = malloc(9u << 20), *want = malloc(9u << 20);
+  assert_non_null(in);
+  assert_non_null(want);
+  for (unsigned k = 0; k < 40; k++) {
+    uint32_t len = 0;
+    assert_int_equal(ferry_recv_all(p.server, &len, sizeof len), 0);
+    assert_int_equal(len, mixed_len(k));
+    assert_int_equal(ferry_recv_all(p.server, in, len), 0);
+    fill(want, len, k + 100);
+    assert_memory_equal(in, want, len);
+    /* the server answers now and then while the client keeps sending */
+    if (k % 5 == 0) {
+      struct iovec iov = {&k, sizeof k};
+      assert_int_equal(ferry_sendv(p.server, &iov, 1), 0);
+    }
+  }
+  pthread_join(th, NULL);
+  assert_int_equal(m.rc, 0);
+  for (unsigned k = 0; k < 40; k += 5) {
+    unsigned got;
+    assert_int_equal(ferry_recv_all(p.client, &got, sizeof got), 0);
+    assert_int_equal(got, k);
+  }
+  free(in);
+  free(want);
+  close_pair(&p);
+}
+
+static void test_recv_some(void **state) {
+  (void)state;
+  need_device();
+  struct pair p;
+  open_pair(&p);
+  char msg[10] = "0123456789", got[100];
+  struct iovec iov = {msg, sizeof msg};
+  assert_int_equal(ferry_sendv(p.client, &iov, 1), 0);
+  /* exactly min when cap == min, the rest stays */
+  assert_int_equal(p.server->ops->recv_some(p.server, got, 4, 4), 4);
+  assert_memory_equal(got, "0123", 4);
+  /* whatever arrived, never more than cap */
+  long n = p.server->ops->recv_some(p.server, got, 1, 100);
+  assert_true(n >= 1 && n <= 6);
+  long total = n;
+  while (total < 6) {
+    n = p.server->ops->recv_some(p.server, got + total, 1, 100);
+    assert_true(n >= 1);
+    total += n;
+  }
+  assert_int_equal(total, 6);
+  assert_memory_equal(got, "456789", 6);
+  /* min may be larger than what one message carried: it waits for more */
+  assert_int_equal(ferry_sendv(p.client, &iov, 1), 0);
+  assert_int_equal(ferry_sendv(p.client, &iov, 1), 0);
+  assert_int_equal(p.server->ops->recv_some(p.server, got, 15, 100) >= 15, 1);
+  close_pair(&p);
+}
+
+static void test_peer_close(void **state) {
+  (void)state;
+  need_device();
+  struct pair p;
+  open_pair(&p);
+  char msg[5] = "bye!", got[5];
+  struct iovec iov = {msg, sizeof msg};
+  assert_int_equal(ferry_sendv(p.client, &iov, 1), 0);
+  p.client->ops->close(p.client);
+  p.client = NULL;
+  /* what was sent before the close still arrives; then the end is an error */
+  assert_int_equal(ferry_recv_all(p.server, got, sizeof got), 0);
+  assert_string_equal(got, "bye!");
+  double t0 = now_s();
+  errno = 0;
+  assert_int_equal(ferry_recv_all(p.server, got, 1), -1);
+  assert_int_equal(errno, ECONNRESET);
+  /* sending to the vanished peer fails too (without SIGPIPE or a hang) */
+  size_t n = 32u << 20;
+  char *big = calloc(1, n);
+  assert_non_null(big);
+  struct iovec b = {big, n};
+  errno = 0;
+  assert_int_equal(ferry_sendv(p.server, &b, 1), -1);
+  assert_int_equal(errno, ECONNRESET);
+  assert_true(now_s() - t0 < 10);
+  free(big);
+  close_pair(&p);
+}
+
+/* the server's pattern: the parent accepts and forks, the child serves
+   (RDMA is set up there), the parent forgets the connection */
+static void test_fork_after_accept(void **state) {
+  (void)state;
+  need_device();
+  char err[320];
+  struct ferry_listener *l = listen_any("ib", err, sizeof err);
+  struct ferry_url u;
+  assert_int_equal(ferry_url_parse(l->name, &u, err, sizeof err), 0);
+  size_t n = 4u << 20;
+  fflush(NULL);
+  pid_t client = fork();
+  assert_true(client >= 0);
+  if (client == 0) {
+    struct ferry_conn *c = ferry_transport_find("ib", err, sizeof err)->connect(&u, 20000, err,
+                                                                                sizeof err);
+    if (!c) {
+      fprintf(stderr, "client connect: %s\n", err);
+      _exit(2);
+    }
+    unsigned char *out = malloc(n), *in = malloc(n);
+    fill(out, n, 7);
+    struct iovec iov = {out, n};
+    int ok = out && in && ferry_sendv(c, &iov, 1) == 0 && ferry_recv_all(c, in, n) == 0 &&
+             memcmp(in, out, n) == 0;
+    c->ops->close(c);
+    _exit(ok ? 0 : 3);
+  }
+  struct ferry_conn *s = l->ops->accept(l);
+  assert_non_null(s);
+  fflush(NULL);
+  pid_t server = fork();
+  assert_true(server >= 0);
+  if (server == 0) {
+    l->ops->close(l);
+    unsigned char *buf = malloc(n);
+    struct iovec iov = {buf, n};
+    int ok = buf && ferry_recv_all(s, buf, n) == 0 && ferry_sendv(s, &iov, 1) == 0;
+    /* the client closes first; reading on must then report the end */
+    char x;
+    ok = ok && ferry_recv_all(s, &x, 1) == -1 && errno == ECONNRESET;
+    s->ops->close(s);
+    _exit(ok ? 0 : 4);
+  }
+  s->ops->detach(s);
+  int st;
+  assert_int_equal(waitpid(client, &st, 0), client);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  assert_int_equal(waitpid(server, &st, 0), server);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  l->ops->close(l);
+}
+
+/* no device: ib:// fails at once, says why and what to use instead */
+static void test_no_device(void **state) {
+  (void)state;
+  if (have_device()) {
+    printf("[ SKIPPED  ] this host has an RDMA device; the no-device message is not testable\n");
+    skip();
+  }
+  char err[320] = "";
+  struct ferry_url u;
+  assert_int_equal(ferry_url_parse("ib://127.0.0.1:1/0", &u, err, sizeof err), 0);
+  const struct ferry_transport *t = ferry_transport_find("ib", err, sizeof err);
+  if (!t) fail_msg("ib:// is not built in: %s", err);
+  double t0 = now_s();
+  errno = 0;
+  assert_null(t->connect(&u, 5000, err, sizeof err));
+  assert_true(now_s() - t0 < 0.5);
+  assert_int_equal(errno, ENODEV);
+  printf("[ INFO     ] %s\n", err);
+  assert_non_null(strstr(err, "ib://127.0.0.1:1"));
+  assert_non_null(strstr(err, "no RDMA device"));
+  assert_non_null(strstr(err, "use tcp://"));
+  /* the server side says the same when asked to listen */
+  assert_null(t->listen(&u, err, sizeof err));
+  assert_non_null(strstr(err, "no RDMA device"));
+  assert_non_null(strstr(err, "use tcp://"));
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_no_device),
+      /* first: librdmacm keeps device contexts open for the life of a process,
+         and a child forked after that cannot use them (the kernel refuses);
+         ferry-server's parent never touches verbs, and this test's parent
+         must not have either */
+      cmocka_unit_test(test_fork_after_accept),
+      cmocka_unit_test(test_small_both_ways),
+      cmocka_unit_test(test_recv_some),
+      cmocka_unit_test(test_large_both_ways),
+      cmocka_unit_test(test_interleaved),
+      cmocka_unit_test(test_peer_close),
+      cmocka_unit_test(test_tcp_reference),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
