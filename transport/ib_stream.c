@@ -141,9 +141,12 @@ static int progress(struct ib_conn *c) {
         if (wc[i].status == IBV_WC_WR_FLUSH_ERR) {
           c->peer_gone = 1; /* the queue pair was torn down: a disconnect */
         } else {
-          ib_fail(c, ECONNRESET, "%s failed: %s (the peer is gone or unreachable)",
-                  wc[i].wr_id & RECV_TAG ? "a receive" : "a send",
-                  c->api->wc_status_str(wc[i].status));
+          enum ibv_wc_status st = wc[i].status;
+          ib_fail(c, ECONNRESET, "%s completed with error '%s'%s; ending the connection",
+                  wc[i].wr_id & RECV_TAG ? "a receive" : "a send", c->api->wc_status_str(st),
+                  st == IBV_WC_RETRY_EXC_ERR || st == IBV_WC_RNR_RETRY_EXC_ERR
+                      ? " (the peer stopped answering)"
+                      : "");
         }
         continue;
       }
@@ -233,6 +236,8 @@ static void block(struct ib_conn *c, int timeout_ms) {
     char b;
     ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) peer_left(c);
+    /* nothing travels on the bootstrap socket after the handshake */
+    if (n > 0) ib_fail(c, EPROTO, "unexpected data on the bootstrap connection");
   }
   progress(c);
 }

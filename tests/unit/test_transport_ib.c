@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "transport/ib_conn.h" /* one white-box test breaks an rkey */
 #include "transport/transport.h"
 
 static int have_device(void) {
@@ -361,6 +362,39 @@ static void test_peer_close(void **state) {
   close_pair(&p);
 }
 
+/* an RDMA WRITE with a wrong rkey completes with an error: the sender's
+   next call fails with ECONNRESET (and a logged reason), not a hang or a crash,
+   and the other side ends too */
+static void test_error_completion(void **state) {
+  (void)state;
+  need_device();
+  struct pair p;
+  open_pair(&p);
+  ((struct ib_conn *)p.client)->peer_rkey ^= 0x5a5a00;
+  size_t n = 1u << 20;
+  char *big = calloc(1, n);
+  assert_non_null(big);
+  struct iovec b = {big, n};
+  double t0 = now_s();
+  int rc = ferry_sendv(p.client, &b, 1); /* may return before the completion */
+  assert_true(rc == 0 || (rc == -1 && errno == ECONNRESET));
+  char x;
+  errno = 0;
+  assert_int_equal(ferry_recv_all(p.client, &x, 1), -1);
+  assert_int_equal(errno, ECONNRESET);
+  errno = 0;
+  assert_int_equal(ferry_sendv(p.client, &b, 1), -1);
+  assert_int_equal(errno, ECONNRESET);
+  p.client->ops->close(p.client);
+  p.client = NULL;
+  errno = 0;
+  assert_int_equal(ferry_recv_all(p.server, &x, 1), -1);
+  assert_int_equal(errno, ECONNRESET);
+  assert_true(now_s() - t0 < 10);
+  free(big);
+  close_pair(&p);
+}
+
 /* the server's pattern: the parent accepts and forks, the child serves
    (RDMA is set up there), the parent forgets the connection */
 static void test_fork_after_accept(void **state) {
@@ -457,6 +491,7 @@ int main(void) {
       cmocka_unit_test(test_large_both_ways),
       cmocka_unit_test(test_interleaved),
       cmocka_unit_test(test_peer_close),
+      cmocka_unit_test(test_error_completion),
       cmocka_unit_test(test_tcp_reference),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
