@@ -242,6 +242,55 @@ static void test_large_both_ways(void **state) {
   close_pair(&p);
 }
 
+struct receiver {
+  struct ferry_conn *c;
+  unsigned char *buf;
+  size_t n;
+  int rc;
+};
+
+static void *recv_thread(void *arg) {
+  struct receiver *r = arg;
+  uint32_t hdr = 0;
+  r->rc = ferry_recv_all(r->c, &hdr, sizeof hdr);
+  if (!r->rc && hdr != (uint32_t)r->n) r->rc = -2;
+  if (!r->rc) r->rc = ferry_recv_all(r->c, r->buf, r->n);
+  return NULL;
+}
+
+/* both directions at once, each connection sending in one thread while
+   another thread receives on it (the shim's flusher does that) */
+static void test_full_duplex(void **state) {
+  (void)state;
+  need_device();
+  struct pair p;
+  open_pair(&p);
+  size_t n = (big_size() / 4) + 777;
+  unsigned char *a = malloc(n), *b = malloc(n), *ina = calloc(1, n), *inb = calloc(1, n);
+  assert_true(a && b && ina && inb);
+  fill(a, n, 11);
+  fill(b, n, 12);
+  struct sender sa = {p.client, a, n, -1}, sb = {p.server, b, n, -1};
+  struct receiver ra = {p.server, ina, n, -1}, rb = {p.client, inb, n, -1};
+  pthread_t t[4];
+  assert_int_equal(pthread_create(&t[0], NULL, send_thread, &sa), 0);
+  assert_int_equal(pthread_create(&t[1], NULL, send_thread, &sb), 0);
+  assert_int_equal(pthread_create(&t[2], NULL, recv_thread, &ra), 0);
+  assert_int_equal(pthread_create(&t[3], NULL, recv_thread, &rb), 0);
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  assert_int_equal(sa.rc, 0);
+  assert_int_equal(sb.rc, 0);
+  assert_int_equal(ra.rc, 0);
+  assert_int_equal(rb.rc, 0);
+  assert_memory_equal(ina, a, n);
+  assert_memory_equal(inb, b, n);
+  free(a);
+  free(b);
+  free(ina);
+  free(inb);
+  close_pair(&p);
+}
+
 struct mixed {
   struct ferry_conn *c;
   int rc;
@@ -490,6 +539,7 @@ int main(void) {
       cmocka_unit_test(test_recv_some),
       cmocka_unit_test(test_large_both_ways),
       cmocka_unit_test(test_interleaved),
+      cmocka_unit_test(test_full_duplex),
       cmocka_unit_test(test_peer_close),
       cmocka_unit_test(test_error_completion),
       cmocka_unit_test(test_tcp_reference),
