@@ -9,7 +9,8 @@
 #include <stddef.h>
 #include <sys/uio.h>
 
-#define FERRY_DEFAULT_PORT 7420
+#define FERRY_DEFAULT_PORT 7420    /* tcp:// */
+#define FERRY_DEFAULT_IB_PORT 7421 /* ib:// (its TCP bootstrap port) */
 
 /* tcp://host:port/gpu ; port and gpu are optional */
 struct ferry_url {

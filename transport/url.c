@@ -112,6 +112,7 @@ int ferry_url_parse(const char *text, struct ferry_url *url, char *err, size_t e
   const char *sep = strstr(text, "://");
   if (!sep) return fail(err, errlen, text, "expected scheme://host[:port][/gpu], e.g. tcp://host:7420/0");
   if (set_scheme(url, text, (size_t)(sep - text), text, err, errlen)) return -1;
+  if (!strcmp(url->scheme, "ib")) url->port = FERRY_DEFAULT_IB_PORT;
   const char *p = sep + 3;
   if (parse_host(&p, url, text, err, errlen)) return -1;
   if (*p == ':') {
@@ -142,6 +143,7 @@ int ferry_url_parse_rcuda(const char *text, const char *scheme, struct ferry_url
   if (!text || !*text) return fail(err, errlen, text ? text : "", "empty address");
   if (!scheme) scheme = "tcp";
   if (set_scheme(url, scheme, strlen(scheme), text, err, errlen)) return -1;
+  if (!strcmp(url->scheme, "ib")) url->port = FERRY_DEFAULT_IB_PORT;
   const char *p = text;
   if (parse_host(&p, url, text, err, errlen)) return -1;
   if (*p == '@') {

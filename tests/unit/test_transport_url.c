@@ -39,6 +39,7 @@ static void test_parse_good(void **state) {
   expect_ok("tcp://[fe80::1%eth0]/2", "tcp", "fe80::1%eth0", FERRY_DEFAULT_PORT, 2);
   expect_ok("TCP://gpu-box.example.com:1/0", "tcp", "gpu-box.example.com", 1, 0);
   expect_ok("ib://node7:7420/0", "ib", "node7", 7420, 0);
+  expect_ok("ib://node7/1", "ib", "node7", FERRY_DEFAULT_IB_PORT, 1); /* ib's own default */
   expect_ok("tcp://0.0.0.0:0", "tcp", "0.0.0.0", 0, -1);
 }
 
@@ -77,7 +78,7 @@ static void test_parse_rcuda(void **state) {
   assert_int_equal(u.gpu, 2);
   assert_int_equal(ferry_url_parse_rcuda("gpu-box:1", "ib", &u, err, sizeof err), 0);
   assert_string_equal(u.scheme, "ib");
-  assert_int_equal(u.port, FERRY_DEFAULT_PORT);
+  assert_int_equal(u.port, FERRY_DEFAULT_IB_PORT);
   assert_int_equal(u.gpu, 1);
   assert_int_equal(ferry_url_parse_rcuda("[::1]@9:0", "tcp", &u, err, sizeof err), 0);
   assert_string_equal(u.host, "::1");
