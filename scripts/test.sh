@@ -5,6 +5,7 @@
 set -e
 cd "$(dirname "$0")/.."
 sh scripts/deps.sh
+bash tests/ib/run.sh --deps # rdma-core headers (the ib:// build) and the VM's tools
 jobs=$(nproc 2>/dev/null || echo 2)
 export PATH="${CUDA_HOME:-/usr/local/cuda}/bin:$PATH"
 
@@ -15,3 +16,4 @@ ctest --test-dir build --output-on-failure -j "$jobs"
 cmake -S . -B build-asan -DFERRY_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-asan -j "$jobs"
 ctest --test-dir build-asan --output-on-failure -j "$jobs"
+bash tests/ib/run.sh build # verbs tests and ib:// end to end, in a soft-RoCE VM
