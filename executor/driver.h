@@ -93,7 +93,16 @@
   X(EventQuery, "cuEventQuery", (CUevent event))                                              \
   X(EventElapsedTime, "cuEventElapsedTime_v2", (float *ms, CUevent start, CUevent end))       \
   X(ProfilerStart, "cuProfilerStart", (void))                                                 \
-  X(ProfilerStop, "cuProfilerStop", (void))
+  X(ProfilerStop, "cuProfilerStop", (void))                                                 \
+  X(Array3DCreate, "cuArray3DCreate_v2", (CUarray * array, const CUDA_ARRAY3D_DESCRIPTOR *desc)) \
+  X(ArrayDestroy, "cuArrayDestroy", (CUarray array))                                          \
+  X(Memcpy3DAsync, "cuMemcpy3DAsync_v2", (const CUDA_MEMCPY3D *copy, CUstream stream))        \
+  X(TexObjectCreate, "cuTexObjectCreate",                                                     \
+    (CUtexObject * obj, const CUDA_RESOURCE_DESC *res, const CUDA_TEXTURE_DESC *tex,           \
+     const CUDA_RESOURCE_VIEW_DESC *view))                                                    \
+  X(TexObjectDestroy, "cuTexObjectDestroy", (CUtexObject obj))                                \
+  X(SurfObjectCreate, "cuSurfObjectCreate", (CUsurfObject * obj, const CUDA_RESOURCE_DESC *res)) \
+  X(SurfObjectDestroy, "cuSurfObjectDestroy", (CUsurfObject obj))
 
 struct ferry_driver {
   const char *name; /* "cuda" or "sim" */

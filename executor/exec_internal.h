@@ -19,6 +19,7 @@
 #define EXEC_MAX_STREAM_ID (1u << 22)
 #define EXEC_MAX_EVENT_ID (1u << 22)
 #define EXEC_MAX_MODULE_ID 0xffffu /* func = module << 16 | index */
+#define EXEC_MAX_ARRAY_ID (1u << 22)
 
 /* cudaError_t values the executor produces itself */
 enum {
@@ -85,6 +86,15 @@ struct ferry_exec {
   struct exec_pending *pend_head, *pend_tail;
   int latched;
 
+  CUarray *arrays; /* by client id; NULL = unused (exec_array.c) */
+  uint32_t narrays;
+  /* texture and surface objects this session created (values are the
+     driver's own, which the client hands to kernels) */
+  uint64_t *texobjs;
+  size_t ntexobjs, ctexobjs;
+  uint64_t *surfobjs;
+  size_t nsurfobjs, csurfobjs;
+
   /* a handle the client never created: a broken client, which the server
      disconnects (ferry_exec_violation) */
   char violation[160];
@@ -127,5 +137,25 @@ void *exec_ret_alloc(struct ferry_exec *ex, int slot, size_t n);
 
 /* drains n bytes of bulk input that will not be used; -1 if the link broke */
 int exec_drain(struct ferry_bulk_in *in, uint64_t n);
+
+/* A bulk copy between packed host bytes and the device, through the pinned
+   staging buffers. Without span: rows of `width` bytes at dev, `pitch`
+   apart (a 1D copy is one row). With span: it enqueues the copy of packed
+   bytes [off, off + n) from or to buf itself (arrays, 3D boxes). */
+struct exec_xfer {
+  uint64_t dev, pitch, width;
+  CUstream s;
+  int to_device;
+  int (*span)(struct ferry_exec *ex, const struct exec_xfer *x, uint64_t off, char *buf, size_t n);
+  const void *ctx; /* for span */
+};
+/* host -> device: reads every byte of `in`; `err` is an error found
+   before any copy (the bytes are then only drained) */
+int exec_pull(struct ferry_exec *ex, struct exec_xfer *x, struct ferry_bulk_in *in, int err);
+/* device -> host: len bytes to out (see exec_mem.c) */
+int exec_push(struct ferry_exec *ex, struct exec_xfer *x, uint64_t len, struct ferry_bulk_out *out);
+
+/* destroys texture/surface objects and arrays (exec_array.c) */
+void exec_free_arrays(struct ferry_exec *ex, int driver_ok);
 
 #endif

@@ -151,21 +151,17 @@ int exec_drain(struct ferry_bulk_in *in, uint64_t n) {
 
 /* ---- packed host bytes <-> (pitched) device rows ---- */
 
-struct xfer {
-  uint64_t dev, pitch, width; /* a 1D copy is one row */
-  CUstream s;
-  int to_device;
-};
-
-static CUresult piece(struct ferry_exec *ex, const struct xfer *x, uint64_t dev, void *host,
+static CUresult piece(struct ferry_exec *ex, const struct exec_xfer *x, uint64_t dev, void *host,
                       size_t n) {
   return x->to_device ? ex->d->MemcpyHtoDAsync(dev, host, n, x->s)
                       : ex->d->MemcpyDtoHAsync(host, dev, n, x->s);
 }
 
 /* enqueues the copy of packed bytes [off, off + n) */
-static int xfer_span(struct ferry_exec *ex, const struct xfer *x, uint64_t off, char *buf,
+static int xfer_span(struct ferry_exec *ex, const struct exec_xfer *x, uint64_t off, char *buf,
                      size_t n) {
+  if (x->span)
+    return x->span(ex, x, off, buf, n);
   uint64_t row = off / x->width, col = off % x->width;
   CUresult res = CUDA_SUCCESS;
   if (col) { /* the rest of a row cut by the previous chunk */
@@ -211,7 +207,7 @@ static size_t chunk_for(uint64_t len) {
 
 /* host -> device: reads every byte of `in`; `err` is an error found
    before any copy (the bytes are then only drained) */
-static int pull(struct ferry_exec *ex, struct xfer *x, struct ferry_bulk_in *in, int err) {
+int exec_pull(struct ferry_exec *ex, struct exec_xfer *x, struct ferry_bulk_in *in, int err) {
   uint64_t len = in->len;
   if (!err && len)
     err = staging(ex);
@@ -240,8 +236,8 @@ static int pull(struct ferry_exec *ex, struct xfer *x, struct ferry_bulk_in *in,
 
 /* enqueues chunk k of size `chunk` (into buffer k & 1; n bytes, the last
    one may be short) unless an earlier chunk failed */
-static int issue(struct ferry_exec *ex, const struct xfer *x, uint64_t k, size_t chunk, size_t n,
-                 int *stop) {
+static int issue(struct ferry_exec *ex, const struct exec_xfer *x, uint64_t k, size_t chunk,
+                 size_t n, int *stop) {
   int b = (int)(k & 1), e = *stop;
   if (!e)
     e = xfer_span(ex, x, k * (uint64_t)chunk, ex->stage[b], n);
@@ -253,7 +249,8 @@ static int issue(struct ferry_exec *ex, const struct xfer *x, uint64_t k, size_t
 
 /* device -> host: on success of the first chunk, begin(len) and write
    exactly len bytes (zeros after a later failure) */
-static int push(struct ferry_exec *ex, struct xfer *x, uint64_t len, struct ferry_bulk_out *out) {
+int exec_push(struct ferry_exec *ex, struct exec_xfer *x, uint64_t len,
+              struct ferry_bulk_out *out) {
   if (!out)
     return EXEC_INVALID_VALUE;
   if (len == 0)
@@ -303,9 +300,9 @@ static int push(struct ferry_exec *ex, struct xfer *x, uint64_t len, struct ferr
 static int htod(struct ferry_exec *ex, uint64_t dst, uint32_t stream, struct ferry_io *io, int wait) {
   if (!io->in)
     return EXEC_INVALID_VALUE;
-  struct xfer x = {dst, io->in->len, io->in->len, NULL, 1};
+  struct exec_xfer x = {dst, io->in->len, io->in->len, NULL, 1, NULL, NULL};
   int err = exec_stream(ex, stream, &x.s);
-  err = pull(ex, &x, io->in, err);
+  err = exec_pull(ex, &x, io->in, err);
   if (!err && wait)
     err = CU(ex->d->StreamSynchronize(x.s));
   return err;
@@ -326,9 +323,9 @@ int ferry_x_memcpy_htod_async(struct ferry_exec *ex, const struct ferry_memcpy_h
 int ferry_x_memcpy_dtoh(struct ferry_exec *ex, const struct ferry_memcpy_dtoh_args *a,
                         struct ferry_memcpy_dtoh_rets *r, struct ferry_io *io) {
   (void)r;
-  struct xfer x = {a->src, a->size, a->size, NULL, 0};
+  struct exec_xfer x = {a->src, a->size, a->size, NULL, 0, NULL, NULL};
   int err = exec_stream(ex, a->stream, &x.s);
-  return err ? err : push(ex, &x, a->size, io->out);
+  return err ? err : exec_push(ex, &x, a->size, io->out);
 }
 
 int ferry_x_memcpy2d_htod(struct ferry_exec *ex, const struct ferry_memcpy2d_htod_args *a,
@@ -336,7 +333,7 @@ int ferry_x_memcpy2d_htod(struct ferry_exec *ex, const struct ferry_memcpy2d_hto
   (void)r;
   if (!io->in)
     return EXEC_INVALID_VALUE;
-  struct xfer x = {a->dst, a->dpitch, a->width, NULL, 1};
+  struct exec_xfer x = {a->dst, a->dpitch, a->width, NULL, 1, NULL, NULL};
   int err = exec_stream(ex, a->stream, &x.s);
   if (!err && (a->height && a->width > UINT64_MAX / a->height))
     err = EXEC_INVALID_VALUE;
@@ -344,7 +341,7 @@ int ferry_x_memcpy2d_htod(struct ferry_exec *ex, const struct ferry_memcpy2d_hto
     err = EXEC_INVALID_VALUE;
   else if (!err && a->height > 1 && a->dpitch < a->width)
     err = EXEC_INVALID_PITCH;
-  err = pull(ex, &x, io->in, err);
+  err = exec_pull(ex, &x, io->in, err);
   if (!err && !a->async)
     err = CU(ex->d->StreamSynchronize(x.s));
   return err;
@@ -353,7 +350,7 @@ int ferry_x_memcpy2d_htod(struct ferry_exec *ex, const struct ferry_memcpy2d_hto
 int ferry_x_memcpy2d_dtoh(struct ferry_exec *ex, const struct ferry_memcpy2d_dtoh_args *a,
                           struct ferry_memcpy2d_dtoh_rets *r, struct ferry_io *io) {
   (void)r;
-  struct xfer x = {a->src, a->spitch, a->width, NULL, 0};
+  struct exec_xfer x = {a->src, a->spitch, a->width, NULL, 0, NULL, NULL};
   int err = exec_stream(ex, a->stream, &x.s);
   if (err)
     return err;
@@ -361,7 +358,7 @@ int ferry_x_memcpy2d_dtoh(struct ferry_exec *ex, const struct ferry_memcpy2d_dto
     return EXEC_INVALID_VALUE;
   if (a->height > 1 && a->spitch < a->width)
     return EXEC_INVALID_PITCH;
-  return push(ex, &x, a->width * a->height, io->out);
+  return exec_push(ex, &x, a->width * a->height, io->out);
 }
 
 int ferry_x_memcpy2d_dtod(struct ferry_exec *ex, const struct ferry_memcpy2d_dtod_args *a,

@@ -89,6 +89,7 @@ cudaError_t cudaDeviceReset(void) {
   pthread_mutex_unlock(&v->arena_lock);
   ferry_modules_forget(v->index);
   ferry_streams_forget(v->index);
+  ferry_arrays_forget(v->index);
   v->device_flags = 0;
   ferry_thread()->last_error = cudaSuccess;
   return cudaSuccess;

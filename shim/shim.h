@@ -69,6 +69,7 @@ struct ferry_state {
   int count;
   struct ferry_vgpu vgpus[FERRY_MAX_VGPUS];
   struct ferry_handles streams, events;
+  struct ferry_handles arrays; /* cudaArray_t values (array.c initialises it) */
 };
 extern struct ferry_state ferry;
 
@@ -142,6 +143,22 @@ int ferry_kernel_func_id(struct ferry_kernel *k, struct ferry_vgpu *v, uint32_t 
 int ferry_symbol_lookup(const void *symbol, struct ferry_vgpu *v, uint64_t *addr, uint64_t *size);
 /* forget which modules v has loaded (after cudaDeviceReset) */
 void ferry_modules_forget(int vgpu);
+
+/* ---- CUDA arrays, texture and surface objects (array.c) ---- */
+/* what the program asked for, kept here so cudaArrayGetInfo needs no
+   round trip; id is the array's wire id on its vGPU */
+struct ferry_array {
+  int vgpu;
+  uint32_t id;
+  struct cudaChannelFormatDesc desc;
+  struct cudaExtent extent; /* as given: height 0 for 1D, depth 0 for 2D */
+  unsigned flags;
+  uint64_t elem;      /* bytes per element */
+  uint64_t row_bytes; /* width * elem */
+  uint64_t rows, slices; /* at least 1 */
+};
+/* forget the arrays and texture/surface objects of a vGPU (after cudaDeviceReset) */
+void ferry_arrays_forget(int vgpu);
 
 /* ---- memory (memory.c) ---- */
 /* the vGPU whose arena holds p, or NULL (host memory) */

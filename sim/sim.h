@@ -23,7 +23,8 @@
 
 /* every handle the simulation gives out starts with its kind, and lives in
    a registry so that destroyed or made-up handles are recognised */
-enum sim_kind { SIM_STREAM = 1, SIM_EVENT, SIM_MODULE, SIM_FUNC, SIM_MEMHANDLE };
+enum sim_kind { SIM_STREAM = 1, SIM_EVENT, SIM_MODULE, SIM_FUNC, SIM_MEMHANDLE, SIM_ARRAY,
+                SIM_TEXOBJ, SIM_SURFOBJ };
 struct sim_obj {
   enum sim_kind kind;
 };
@@ -72,6 +73,28 @@ struct sim_memhandle {
   size_t size;
   unsigned maps; /* live mappings: the pages stay until released and unmapped */
   int released;
+};
+
+/* a CUDA array: host memory of width x rows x slices elements, rows and
+   slices at least 1 (a 1D array has one row; layers and cube faces are
+   slices) */
+struct sim_array {
+  struct sim_obj obj;
+  CUDA_ARRAY3D_DESCRIPTOR desc;
+  size_t elem;             /* bytes per element */
+  size_t row_bytes, rows, slices;
+  unsigned char *mem;
+};
+
+/* texture and surface objects keep their descriptors; the value handed
+   out is the object's address */
+struct sim_texobj {
+  struct sim_obj obj;
+  CUDA_RESOURCE_DESC res;
+  CUDA_TEXTURE_DESC tex;
+  CUDA_RESOURCE_VIEW_DESC view;
+  int has_view;
+  size_t elem; /* bytes per element of the resource (sim/twin_tex.h reads it) */
 };
 
 /* address ranges that kernels and copies may touch */
@@ -141,6 +164,12 @@ void sim_ctx_destroy_objects(void);
 /* frees reservations, mappings and memory handles as well */
 void sim_vmm_destroy_all(void);
 void sim_module_free(struct sim_module *m);
+/* frees an array, texture or surface object (already unregistered) */
+void sim_array_obj_free(struct sim_obj *o);
+/* bytes per element of an array format with n channels; 0: invalid */
+size_t sim_format_bytes(CUarray_format f, unsigned n);
+/* a 3D copy (lock held): any mix of host, device and array sides */
+CUresult sim_copy3d(const CUDA_MEMCPY3D *c);
 
 uint64_t sim_now_ns(void);
 

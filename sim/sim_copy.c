@@ -1,7 +1,8 @@
 /*
  * Copies and memsets. They run at enqueue time; device-side ranges must be
  * mapped with the needed access, and host-side faults become
- * CUDA_ERROR_INVALID_VALUE rather than a crash of the server.
+ * CUDA_ERROR_INVALID_VALUE rather than a crash of the server. 2D copies
+ * are 3D copies of depth one, so both take arrays (sim_array.c) as sides.
  */
 #include "sim/sim.h"
 
@@ -78,51 +79,105 @@ CUresult sim_MemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUs
   return sim_leave(run_rows(&rw));
 }
 
-/* one side of a 2D copy: its first byte, and whether it is device memory */
-static int side(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y,
-                size_t pitch, uint64_t *base, int *is_dev) {
+/* one side of a 2D or 3D copy, resolved: the first byte and the strides */
+struct side3 {
+  unsigned char *base;
+  size_t pitch, slice;
+  int dev; /* device memory: every row is checked against the mapped ranges */
+};
+
+static CUresult resolve_side(CUmemorytype type, const void *host, CUdeviceptr dev, CUarray arr,
+                             const void *reserved, size_t lod, size_t x, size_t y, size_t z,
+                             size_t pitch, size_t height, const CUDA_MEMCPY3D *c, int prot,
+                             struct side3 *out) {
+  size_t w = c->WidthInBytes, h = c->Height, d = c->Depth;
   uint64_t b;
+  if (reserved || lod)
+    return CUDA_ERROR_INVALID_VALUE;
   switch (type) {
-  case CU_MEMORYTYPE_HOST: b = (uintptr_t)host; *is_dev = 0; break;
-  case CU_MEMORYTYPE_DEVICE: b = dev; *is_dev = 1; break;
+  case CU_MEMORYTYPE_HOST: b = (uintptr_t)host; out->dev = 0; break;
+  case CU_MEMORYTYPE_DEVICE: b = dev; out->dev = 1; break;
   case CU_MEMORYTYPE_UNIFIED: /* unified addressing: a mapped range is device memory */
     b = dev;
-    *is_dev = sim_range_ok(dev, 1, PROT_NONE);
+    out->dev = sim_range_ok(dev, 1, PROT_NONE);
     break;
-  default: return -1; /* arrays are not simulated */
+  case CU_MEMORYTYPE_ARRAY: {
+    struct sim_array *a = sim_lookup(arr, SIM_ARRAY);
+    if (!a || x > a->row_bytes || w > a->row_bytes - x || y > a->rows || h > a->rows - y ||
+        z > a->slices || d > a->slices - z)
+      return CUDA_ERROR_INVALID_VALUE;
+    out->pitch = a->row_bytes;
+    out->slice = a->row_bytes * a->rows;
+    out->base = a->mem + z * out->slice + y * out->pitch + x;
+    out->dev = 0; /* the array's own memory */
+    return CUDA_SUCCESS;
   }
-  if (!b)
-    return -1;
-  *base = b + y * pitch + x;
-  return 0;
+  default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (!b || ((h > 1 || d > 1) && pitch < w) || (d > 1 && height < h) || pitch > 2147483647u)
+    return CUDA_ERROR_INVALID_VALUE;
+  out->pitch = pitch;
+  out->slice = pitch * height;
+  out->base = (unsigned char *)(uintptr_t)(b + z * out->slice + y * pitch + x);
+  if (out->dev)
+    for (size_t k = 0; k < d; k++)
+      if (!rows_ok((uintptr_t)out->base + k * out->slice, pitch, w, h, prot))
+        return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
 }
 
+struct box {
+  struct side3 s, d;
+  size_t width, height, depth;
+};
+
+static void do_box(void *arg) {
+  struct box *b = arg;
+  for (size_t z = 0; z < b->depth; z++)
+    for (size_t y = 0; y < b->height; y++)
+      memmove(b->d.base + z * b->d.slice + y * b->d.pitch,
+              b->s.base + z * b->s.slice + y * b->s.pitch, b->width);
+}
+
+CUresult sim_copy3d(const CUDA_MEMCPY3D *c) {
+  if (!c)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (c->WidthInBytes == 0 || c->Height == 0 || c->Depth == 0)
+    return CUDA_SUCCESS;
+  struct box b = {.width = c->WidthInBytes, .height = c->Height, .depth = c->Depth};
+  CUresult r = resolve_side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->reserved0,
+                            c->srcLOD, c->srcXInBytes, c->srcY, c->srcZ, c->srcPitch,
+                            c->srcHeight, c, PROT_READ, &b.s);
+  if (!r)
+    r = resolve_side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->reserved1,
+                     c->dstLOD, c->dstXInBytes, c->dstY, c->dstZ, c->dstPitch, c->dstHeight, c,
+                     PROT_WRITE, &b.d);
+  if (r)
+    return r;
+  return sim_guarded(do_box, &b) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+CUresult sim_Memcpy3DAsync(const CUDA_MEMCPY3D *c, CUstream stream) {
+  CUresult r = enter_stream(stream);
+  return r ? r : sim_leave(sim_copy3d(c));
+}
+
+/* a 2D copy is a 3D copy of depth 1 */
 CUresult sim_Memcpy2DAsync(const CUDA_MEMCPY2D *c, CUstream stream) {
   CUresult r = enter_stream(stream);
   if (r)
     return r;
   if (!c)
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
-  size_t w = c->WidthInBytes, h = c->Height;
-  if (w == 0 || h == 0)
-    return sim_leave(CUDA_SUCCESS);
-  uint64_t s, d;
-  int sdev, ddev;
-  if (side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY, c->srcPitch, &s,
-           &sdev) ||
-      side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY, c->dstPitch, &d,
-           &ddev))
-    return sim_leave(CUDA_ERROR_INVALID_VALUE);
-  if (h > 1 && (c->srcPitch < w || c->dstPitch < w))
-    return sim_leave(CUDA_ERROR_INVALID_VALUE);
-  if (c->srcPitch > 2147483647u || c->dstPitch > 2147483647u)
-    return sim_leave(CUDA_ERROR_INVALID_VALUE);
-  if ((sdev && !rows_ok(s, c->srcPitch, w, h, PROT_READ)) ||
-      (ddev && !rows_ok(d, c->dstPitch, w, h, PROT_WRITE)))
-    return sim_leave(CUDA_ERROR_INVALID_VALUE);
-  struct rows rw = {(char *)(uintptr_t)d, (const char *)(uintptr_t)s, c->dstPitch, c->srcPitch, w,
-                    h, 0};
-  return sim_leave(run_rows(&rw));
+  CUDA_MEMCPY3D c3 = {
+      .srcXInBytes = c->srcXInBytes, .srcY = c->srcY, .srcMemoryType = c->srcMemoryType,
+      .srcHost = c->srcHost, .srcDevice = c->srcDevice, .srcArray = c->srcArray,
+      .srcPitch = c->srcPitch, .srcHeight = c->Height,
+      .dstXInBytes = c->dstXInBytes, .dstY = c->dstY, .dstMemoryType = c->dstMemoryType,
+      .dstHost = c->dstHost, .dstDevice = c->dstDevice, .dstArray = c->dstArray,
+      .dstPitch = c->dstPitch, .dstHeight = c->Height,
+      .WidthInBytes = c->WidthInBytes, .Height = c->Height, .Depth = 1};
+  return sim_leave(sim_copy3d(&c3));
 }
 
 CUresult sim_MemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstream stream) {

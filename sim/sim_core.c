@@ -108,6 +108,10 @@ void sim_ctx_destroy_objects(void) {
       if (o->kind != SIM_FUNC)
         free(o);
       walk_items[i] = NULL;
+    } else if (o->kind == SIM_ARRAY || o->kind == SIM_TEXOBJ || o->kind == SIM_SURFOBJ) {
+      sim_unregister(o); /* context-owned too (sim_array.c) */
+      sim_array_obj_free(o);
+      walk_items[i] = NULL;
     }
   }
   for (size_t i = 0; i < walk_n; i++) {

@@ -3,7 +3,7 @@
 # end-to-end cases: app -> shim -> tcp -> ferry-server -> executor -> sim.
 find_program(FERRY_NVCC nvcc HINTS ${CUDA_HOME}/bin REQUIRED)
 set(FERRY_APP_DIR ${CMAKE_BINARY_DIR}/tests/apps)
-set(FERRY_APPS vecadd api_tour long_run unsupported)
+set(FERRY_APPS vecadd api_tour long_run unsupported arrays)
 set(FERRY_APP_BINARIES)
 foreach(app ${FERRY_APPS})
   add_custom_command(
@@ -22,7 +22,7 @@ add_library(app_twins MODULE ${CMAKE_SOURCE_DIR}/tests/twins/app_twins.c)
 set_target_properties(app_twins PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY ${FERRY_APP_DIR})
 
 set(FERRY_E2E_CASES vecadd api_tour unsupported rcuda manual_library_path two_devices
-    no_config no_server bad_gpu server_killed token)
+    no_config no_server bad_gpu server_killed token arrays)
 foreach(case ${FERRY_E2E_CASES})
   add_test(NAME e2e_${case}
            COMMAND sh ${CMAKE_SOURCE_DIR}/tests/e2e/e2e.sh ${CMAKE_BINARY_DIR} ${case})

@@ -186,6 +186,16 @@ token)
   [ "$rc" = 0 ] || fail "vecadd with the token exited $rc"
   expect_in vecadd.out "PASSED"
   ;;
+arrays)
+  # CUDA arrays, 2D/3D copies, texture and surface objects (no kernels)
+  start_server
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+  rc=$(run_app arrays)
+  [ "$rc" = 0 ] || fail "arrays exited $rc"
+  expect_in arrays.out "arrays: 0 failed"
+  expect_in arrays.out "PASSED"
+  ! grep -q "not supported" "$work/arrays.err" || fail "a call of arrays was refused"
+  ;;
 *)
   fail "unknown case"
   ;;

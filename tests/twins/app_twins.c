@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "sim/twin.h"
+#include "sim/twin_tex.h"
 #include "sim/twin_vars.h"
 
 #define ARG(type, off) FERRY_TWIN_ARG(type, params, off)
@@ -111,6 +112,26 @@ static void spin(const struct ferry_twin_thread *t, const unsigned char *params)
   *counter += 1;
 }
 
+/* tex_fetch(cudaTextureObject_t t, float *out, int w, int h): point sampling at texel centers */
+static void tex_fetch(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned long long tex = ARG(unsigned long long, 0);
+  float *out = ARG(float *, 8);
+  int w = ARG(int, 16), h = ARG(int, 20);
+  int x = (int)global_x(t), y = (int)t->block_idx.y;
+  if (x < w && y < h) memcpy(&out[y * w + x], ferry_twin_texel(tex, x, y), sizeof(float));
+}
+
+/* surf_fill(cudaSurfaceObject_t s, int w, int h) */
+static void surf_fill(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned long long surf = ARG(unsigned long long, 0);
+  int w = ARG(int, 8), h = ARG(int, 12);
+  int x = (int)global_x(t), y = (int)t->block_idx.y;
+  if (x >= w || y >= h) return;
+  float v = (float)(y * 1000 + x) * 0.25f;
+  void *p = ferry_twin_surface(surf, x * (long)sizeof(float), y);
+  if (p) memcpy(p, &v, sizeof v);
+}
+
 const struct ferry_twin ferry_twins[] = {
     {"_Z6vecAddPKfS0_Pfi", vec_add, 0, 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}},
     {"fill_index", fill_index, 0, 3, {{0, 8}, {8, 4}, {12, 4}}},
@@ -121,6 +142,8 @@ const struct ferry_twin ferry_twins[] = {
     {"_Z9say_helloi", say_hello, 0, 1, {{0, 4}}},
     {"_Z7add_oneIiEvPT_i", add_one_int, 0, 2, {{0, 8}, {8, 4}}},
     {"_Z4spinPi", spin, 0, 1, {{0, 8}}},
+    {"_Z9tex_fetchyPfii", tex_fetch, 0, 4, {{0, 8}, {8, 8}, {16, 4}, {20, 4}}},
+    {"_Z9surf_fillyii", surf_fill, 0, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {NULL, NULL, 0, 0, {{0, 0}}},
 };
 
