@@ -113,6 +113,24 @@ static void test_2d_roundtrip() {
   CHECK(cudaFreeArray(b));
 }
 
+// a few MiB: the upload is sent apart from the batched calls and crosses
+// the server's staging buffers in several chunks
+static void test_big() {
+  const size_t W = 1024, H = 600;
+  cudaChannelFormatDesc desc = cudaCreateChannelDesc<float>();
+  cudaArray_t a;
+  CHECK(cudaMallocArray(&a, &desc, W, H));
+  std::vector<float> in(W * H), out(W * H, -1.0f);
+  for (size_t i = 0; i < in.size(); i++) in[i] = (float)(i % 100003) - 7.5f;
+  CHECK(cudaMemcpy2DToArray(a, 0, 0, in.data(), W * sizeof(float), W * sizeof(float), H,
+                            cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy2DFromArray(out.data(), W * sizeof(float), a, 0, 0, W * sizeof(float), H,
+                              cudaMemcpyDeviceToHost));
+  EXPECT(memcmp(in.data(), out.data(), in.size() * sizeof(float)) == 0,
+         "a %zu-byte round trip through an array differs", in.size() * sizeof(float));
+  CHECK(cudaFreeArray(a));
+}
+
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 // the deprecated 1D forms run on across rows
@@ -404,6 +422,7 @@ int main() {
   CHECK(cudaGetDeviceProperties(&prop, 0));
   printf("device: %s\n", prop.name);
   test_2d_roundtrip();
+  test_big();
   test_linear_forms();
   test_3d();
   test_layered();
