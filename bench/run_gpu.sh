@@ -35,7 +35,7 @@ ferry="$prefix/bin/ferry"
 native() { LD_LIBRARY_PATH=$native_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$@"; }
 
 if [ "$what" != bench ]; then
-  for app in "vecadd 1000000 10" "api_tour" "long_run 50 1"; do
+  for app in "vecadd 1000000 10" "api_tour" "long_run 50 1" "arrays"; do
     set -- $app
     name=$1
     shift

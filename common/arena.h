@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FERRY_ARENA_ALIGN 256u /* cudaMalloc's documented alignment */
+#define FERRY_ARENA_ALIGN 512u /* cudaMalloc guarantees 256; textures over linear memory need 512 */
 
 struct ferry_region {
   uint64_t addr, size; /* size as requested by the program */
