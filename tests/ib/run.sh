@@ -10,6 +10,7 @@
 #                                   the rdma-core headers the ib:// build needs)
 # env:   FERRY_IBVM_CACHE (cache dir), FERRY_IBVM_MIRROR (Debian mirror),
 #        FERRY_IBVM_TIMEOUT (seconds for the whole VM run, default 900)
+#        FERRY_IBVM_BENCH_ROUNDS (benchmark rounds in the VM, default 1; 0: none)
 # Prints every PASS/FAIL/SKIP line, writes BENCH lines to BUILD_DIR/ib-bench.txt,
 # ends with "N passed, N failed"; exits 0 only if all passed and at least one ran.
 set -euo pipefail
@@ -62,17 +63,17 @@ if [ -z "$kpkg" ]; then
 fi
 [ -n "$kpkg" ] || { echo "ib-vm: cannot find Debian's linux-image-amd64 package" >&2; exit 1; }
 kdir=$cache/$kpkg
-if [ ! -f "$kdir/.ok" ]; then
+if [ ! -f "$kdir/.packed-ok" ]; then
   stamp "downloading $kpkg"
-  rm -rf "$kdir" && mkdir -p "$kdir/deb"
-  (cd "$kdir/deb" && apt-get download "$kpkg" >/dev/null 2>&1) ||
+  rm -rf "$cache"/linux-image-* && mkdir -p "$kdir" # older kernels are not needed again
+  (cd "$kdir" && apt-get download "$kpkg" >/dev/null 2>&1) ||
     { echo "ib-vm: apt-get download $kpkg failed" >&2; exit 1; }
-  dpkg-deb -x "$kdir"/deb/*.deb "$kdir/root"
-  rm -rf "$kdir/deb"
-  touch "$kdir/.ok"
+  # kept packed (its modules unpack to 400 MB); the kernel image beside it
+  dpkg-deb --fsys-tarfile "$kdir"/*.deb | tar -x -C "$kdir" --wildcards './boot/vmlinuz-*'
+  touch "$kdir/.packed-ok"
 fi
-kver=$(ls "$kdir/root/lib/modules" | head -n 1)
-vmlinuz=$kdir/root/boot/vmlinuz-$kver
+vmlinuz=$(ls "$kdir"/boot/vmlinuz-* | head -n 1)
+kver=${vmlinuz##*/vmlinuz-}
 
 # ---- root filesystem: minimal bookworm with rdma-core userspace
 # libstdc++6 for the nvcc-built programs, libcmocka0 for the unit tests.
@@ -103,7 +104,7 @@ mods="rdma_rxe rdma_ucm ib_uverbs dummy crc32_generic crc32_pclmul"
 if [ "$(cat "$cache/base.ok" 2>/dev/null)" != "$kpkg $mods" ]; then
   stamp "modules of $kver"
   $as_root rm -rf "$rootfs/lib/modules" && $as_root mkdir -p "$rootfs/lib/modules"
-  $as_root cp -a "$kdir/root/lib/modules/$kver" "$rootfs/lib/modules/"
+  dpkg-deb --fsys-tarfile "$kdir"/*.deb | $as_root tar -x -C "$rootfs" "./lib/modules/$kver"
   $as_root chroot "$rootfs" depmod "$kver"
   keep=$($as_root chroot "$rootfs" modprobe -S "$kver" -a --show-depends $mods |
     awk '$1 == "insmod" {print $2}' | sort -u)
@@ -111,7 +112,7 @@ if [ "$(cat "$cache/base.ok" 2>/dev/null)" != "$kpkg $mods" ]; then
   $as_root rm -rf "$slim"
   for m in $keep; do $as_root install -D -m644 "$rootfs$m" "$slim$m"; done
   for f in modules.order modules.builtin modules.builtin.modinfo; do
-    $as_root cp "$kdir/root/lib/modules/$kver/$f" "$slim/lib/modules/$kver/"
+    $as_root cp "$rootfs/lib/modules/$kver/$f" "$slim/lib/modules/$kver/"
   done
   $as_root rm -rf "$rootfs/lib/modules/$kver"
   $as_root mv "$slim/lib/modules/$kver" "$rootfs/lib/modules/"
@@ -148,10 +149,11 @@ log=$work/vm.log
 set +e
 timeout "$vm_timeout" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 2048 -smp 2 \
   -nographic -no-reboot -nic none -kernel "$vmlinuz" -initrd "$work/initrd.cpio" \
-  -append "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=3" </dev/null 2>&1 |
-  tr -d '\r' | tee "$log" | sed -n 's/^[^#]*### //p'
+  -append "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=3 ferry.bench_rounds=${FERRY_IBVM_BENCH_ROUNDS:-1}" </dev/null 2>&1 |
+  tee "$work/console" | sed -u -n 's/\r$//; s/^[^#]*### //p' # unbuffered: progress shows live
 qrc=${PIPESTATUS[0]}
 set -e
+tr -d '\r' <"$work/console" >"$log"
 stamp "qemu exited ($qrc)"
 cp "$log" "$build/ib-vm.log"
 

@@ -62,6 +62,10 @@ else
   dmesg | grep -iE 'rxe|rdma|crc32' | tail -n 20 | sed 's/^/### | /'
   finish
 fi
+# benchmark rounds, from the kernel command line (tests/ib/run.sh)
+for a in $(cat /proc/cmdline); do
+  case $a in ferry.bench_rounds=*) export FERRY_BENCH_ROUNDS=${a#*=} ;; esac
+done
 export RXE_DEV=rxe0 RXE_GID_INDEX=$gidx RXE_ADDR=$addr
 cd /payload && timeout 1200 ./tests.sh
 rc=$?

@@ -81,24 +81,26 @@ e2e() {
   fi
 }
 
-# bench_ferry LABEL: the forwarding round trip and copy bandwidth through the
-# configured device; figures are reported, never judged
+# bench_ferry WHAT: bench_calls latency|bandwidth through ib:// (when built) and
+# tcp://, each on a fresh server; figures are reported, never judged
 bench_ferry() {
-  step "bench_calls over $1"
-  if timeout 300 $bin/ferry run -- $root/bench/bench_calls latency >$w/lat.out 2>&1; then
-    awk -v t="$1" '$1 == "stream_query_latency" || $1 == "d2h_4B_latency" {
-      print "### BENCH ferry_" t "_" $1, $2, $3 }' $w/lat.out
-  else
-    say "bench_calls latency over $1 failed:"
-    tail -n 10 $w/lat.out | sed 's/^/### | /'
-  fi
-  if timeout 300 $bin/ferry run -- $root/bench/bench_calls bandwidth 4194304 >$w/bw.out 2>&1; then
-    awk -v t="$1" '$1 ~ /^(h2d|d2h)_pinned_(65536|1048576|4194304)$/ {
-      print "### BENCH ferry_" t "_" $1, $2, $3 }' $w/bw.out
-  else
-    say "bench_calls bandwidth over $1 failed:"
-    tail -n 10 $w/bw.out | sed 's/^/### | /'
-  fi
+  local t url out=$w/bench.out
+  for t in ib tcp; do
+    [ $t = ib ] && { [ $have_ib = 1 ] || continue; url=ib://$RXE_ADDR:0; }
+    [ $t = tcp ] && url=tcp://127.0.0.1:0
+    step "bench_calls $1 over $t"
+    start_server $url || { fail "ferry-server on $url for benchmarks" "did not start" $w/server.log; continue; }
+    if [ $1 = latency ]; then
+      FERRY_DEVICES=${url%:0}:$port/0 timeout 600 $bin/ferry run -- $root/bench/bench_calls latency >$out 2>&1
+    else
+      FERRY_DEVICES=${url%:0}:$port/0 timeout 600 $bin/ferry run -- $root/bench/bench_calls bandwidth 4194304 >$out 2>&1
+    fi
+    rc=$?
+    awk -v t=$t '$1 ~ /^(stream_query_latency|d2h_4B_latency|(h2d|d2h)_pinned_(65536|1048576|4194304))$/ {
+      print "### BENCH ferry_" t "_" $1, $2, $3 }' $out
+    [ $rc = 0 ] || { say "bench_calls $1 over $t exited $rc:"; tail -n 10 $out | sed 's/^/### | /'; }
+  done
+  stop_server
 }
 
 # ---- the control: the same programs over tcp:// inside the VM
@@ -134,13 +136,18 @@ else
   skip "e2e over ib://: $no_ib"
 fi
 
-# ---- benchmarks (emulated machine: only ratios between lines mean anything)
+# ---- benchmarks (emulated machine: only ratios within a round mean anything)
 # pair NAME SERVER_CMD CLIENT_CMD: a perftest server and its client; client output in $w/NAME.cli
 pair() {
   step "perftest $1"
   timeout 120 $2 >$w/$1.srv 2>&1 &
-  local sp=$!
-  sleep 2
+  local sp=$! i
+  # the client gives up at once if the server is not listening yet (its
+  # out-of-band TCP port 18515 = 0x4853)
+  for i in $(seq 100); do
+    cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q ':4853 [0-9A-F]*:0000 0A' && break
+    sleep 0.2
+  done
   timeout 120 $3 >$w/$1.cli 2>&1
   local cr=$?
   wait $sp
@@ -150,26 +157,32 @@ pair() {
   return 1
 }
 perf="-d $RXE_DEV -x $RXE_GID_INDEX -F"
-# latency: perftest prints half the round trip; ferry's figure is a whole one
-if pair send_lat "ib_send_lat $perf -n 2000" "ib_send_lat $perf -n 2000 $RXE_ADDR"; then
-  awk '$1 ~ /^[0-9]+$/ && NF >= 7 { print "### BENCH ib_send_lat_rtt", $6 * 2, "us"; exit }' $w/send_lat.cli
-fi
-for size in 65536 1048576 4194304; do
-  n=$((size >= 4194304 ? 20 : size >= 1048576 ? 60 : 800))
-  if pair write_bw_$size "ib_write_bw $perf -s $size -n $n" "ib_write_bw $perf -s $size -n $n $RXE_ADDR"; then
-    # perftest's MB/sec is MiB/s
-    awk -v s=$size '$1 == s && NF >= 4 { printf "### BENCH ib_write_bw_%d %.3f GB/s\n", s, $4 * 1048576 / 1e9; exit }' \
-      $w/write_bw_$size.cli
+unset FERRY_DEVICES
+rounds=${FERRY_BENCH_ROUNDS:-1}
+for r in $(seq $rounds); do
+  say "BENCH round $r"
+  # perftest prints half the round trip (mean and median): doubled here to
+  # compare with ferry's whole round trip
+  if pair send_lat "ib_send_lat $perf -n 2000" "ib_send_lat $perf -n 2000 $RXE_ADDR"; then
+    awk '$1 ~ /^[0-9]+$/ && NF >= 7 { print "### BENCH ib_send_lat_rtt", $6 * 2, "us";
+      print "### BENCH ib_send_lat_rtt_median", $5 * 2, "us"; exit }' $w/send_lat.cli
   fi
+  # with completion events instead of busy polling: what a waiting peer pays
+  if pair send_lat_event "ib_send_lat $perf -e -n 2000" "ib_send_lat $perf -e -n 2000 $RXE_ADDR"; then
+    awk '$1 ~ /^[0-9]+$/ && NF >= 7 { print "### BENCH ib_send_lat_event_rtt", $6 * 2, "us"; exit }' \
+      $w/send_lat_event.cli
+  fi
+  bench_ferry latency
+  for size in 65536 1048576 4194304; do
+    n=$((size >= 4194304 ? 20 : size >= 1048576 ? 60 : 800))
+    if pair write_bw_$size "ib_write_bw $perf -s $size -n $n" "ib_write_bw $perf -s $size -n $n $RXE_ADDR"; then
+      # perftest's MB/sec is MiB/s
+      awk -v s=$size '$1 == s && NF >= 4 { printf "### BENCH ib_write_bw_%d %.4f GB/s\n", s, $4 * 1048576 / 1e9; exit }' \
+        $w/write_bw_$size.cli
+    fi
+  done
+  bench_ferry bandwidth
 done
-if [ $have_ib = 1 ] && start_server ib://$RXE_ADDR:0; then
-  export FERRY_DEVICES=ib://$RXE_ADDR:$port/0
-  bench_ferry ib
-fi
-if start_server tcp://127.0.0.1:0; then
-  export FERRY_DEVICES=tcp://127.0.0.1:$port/0
-  bench_ferry tcp
-fi
 stop_server
 step "done"
 exit 0
