@@ -46,6 +46,7 @@ static struct ib_conn *new_conn(struct ferry_conn *tcp) {
   c->tcp = tcp;
   c->fd = ferry_tcp_fd(tcp);
   snprintf(c->base.peer, sizeof c->base.peer, "%s", tcp->peer);
+  c->spin_ns = ib_spin_ns(getenv("FERRY_IB_SPIN_US"));
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->cond, NULL);
   return c;

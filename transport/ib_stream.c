@@ -3,8 +3,10 @@
  * ib_conn.h). Every wait ends on a completion, a CM event or the bootstrap
  * socket, so a peer that dies or a queue pair that fails turns into -1 with
  * ECONNRESET instead of a hang. Completions are polled under the
- * connection's lock; one thread at a time sleeps in poll() for the others
- * (the shim sends from its flusher thread while another thread reads).
+ * connection's lock; one thread at a time waits for the others, first
+ * busy-polling the cq for a bounded time (FERRY_IB_SPIN_US), then asleep in
+ * poll() (the shim sends from its flusher thread while another thread
+ * reads: a spinner lets such a sender have the lock at once).
  */
 #include "ib_conn.h"
 
@@ -160,6 +162,7 @@ static int progress(struct ib_conn *c) {
     total += n;
     if (n < 32) break;
   }
+  c->progressed += (uint64_t)total;
   if (total) return_credits(c);
   return total;
 }
@@ -185,43 +188,131 @@ static void handle_cm_events(struct ib_conn *c) {
   }
 }
 
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* a hint to the core that this is a busy-wait loop */
+static inline void relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+uint64_t ib_spin_ns(const char *text) {
+  if (!text || !*text) return IB_SPIN_US_DEFAULT * 1000ull;
+  char *end;
+  int saved = errno;
+  errno = 0;
+  unsigned long long us = strtoull(text, &end, 10);
+  int bad = errno || end == text || *end || text[0] == '-';
+  errno = saved;
+  if (bad) {
+    ferry_log("FERRY_IB_SPIN_US=%s is not a number of microseconds; using %u", text,
+              IB_SPIN_US_DEFAULT);
+    return IB_SPIN_US_DEFAULT * 1000ull;
+  }
+  if (us > IB_SPIN_US_MAX) us = IB_SPIN_US_MAX;
+  return us * 1000ull;
+}
+
+/* the lock, announcing the wait to a spinning holder so that it lets us in */
+static void conn_lock(struct ib_conn *c) {
+  if (pthread_mutex_trylock(&c->lock) == 0) return;
+  __atomic_add_fetch(&c->wanted, 1, __ATOMIC_SEQ_CST);
+  pthread_mutex_lock(&c->lock);
+  __atomic_sub_fetch(&c->wanted, 1, __ATOMIC_SEQ_CST);
+}
+
+/* the end of a spin or a poll(): whoever waits on the cond re-checks. The
+   woken need the lock back, so they count as wanting it until they have it. */
+static void wake_others(struct ib_conn *c) {
+  c->polling = 0;
+  int n = c->sleepers - c->woken;
+  if (n <= 0) return;
+  c->woken += n;
+  __atomic_add_fetch(&c->wanted, n, __ATOMIC_SEQ_CST);
+  pthread_cond_broadcast(&c->cond);
+}
+
+/* another thread spins or polls for us: wait for its word (or a second) */
+static void sleep_on_poller(struct ib_conn *c) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 1;
+  c->sleepers++;
+  pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+  c->sleepers--;
+  if (c->woken) {
+    c->woken--;
+    __atomic_sub_fetch(&c->wanted, 1, __ATOMIC_SEQ_CST);
+  }
+}
+
 /*
- * Sleeps until something may have changed: a completion, a CM event, the
- * bootstrap socket, another thread's progress, or `timeout_ms`. Called and
- * returns with the lock held.
+ * Busy-polls the cq for at most c->spin_ns; 1 once anything happened (a
+ * completion handled here or by another thread, a failure). Called with
+ * the lock held and c->polling set; drops the lock while another thread
+ * queues for it (the shim sends from one thread while another waits for a
+ * reply), so a spin delays nobody's send.
+ */
+static int spin(struct ib_conn *c) {
+  if (!c->spin_ns || !c->ready) return 0;
+  uint64_t seen = c->progressed, t0 = mono_ns();
+  for (;;) {
+    if (progress(c) || c->progressed != seen || c->broken || c->peer_gone) return 1;
+    if (mono_ns() - t0 >= c->spin_ns) return 0;
+    if (__atomic_load_n(&c->wanted, __ATOMIC_SEQ_CST)) {
+      pthread_mutex_unlock(&c->lock);
+      do relax();
+      while (__atomic_load_n(&c->wanted, __ATOMIC_SEQ_CST) && mono_ns() - t0 < c->spin_ns);
+      pthread_mutex_lock(&c->lock);
+    } else {
+      relax();
+    }
+  }
+}
+
+/* arms the completion channel; 1 when it is safe to sleep on it, 0 when a
+   completion slipped in meanwhile (handled) or arming failed */
+static int arm(struct ib_conn *c) {
+  if (c->armed) return 1; /* any completion since the arming raises an event */
+  if (ibv_req_notify_cq(c->cq, 0)) {
+    ib_fail(c, ECONNRESET, "arming the completion queue failed");
+    return 0;
+  }
+  c->armed = 1;
+  /* one that arrived just before the arming raises none: look once more */
+  return progress(c) == 0;
+}
+
+/*
+ * Waits until something may have changed: a completion, a CM event, the
+ * bootstrap socket, another thread's progress, or `timeout_ms`. One thread
+ * at a time spins (bounded), then sleeps in poll(), for everyone; the
+ * others wait on the cond. Called and returns with the lock held.
  */
 static void block(struct ib_conn *c, int timeout_ms) {
   if (c->polling) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 1;
-    pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+    sleep_on_poller(c);
     return;
   }
-  /* a short spin first: on real hardware the answer is often microseconds away */
-  struct timespec t0, t;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  do {
-    if (progress(c)) return;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-  } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 20000);
-  if (!c->armed) {
-    if (ibv_req_notify_cq(c->cq, 0)) {
-      ib_fail(c, ECONNRESET, "arming the completion queue failed");
-      return;
-    }
-    c->armed = 1;
-    if (progress(c)) return; /* arrived while arming */
-  }
   c->polling = 1;
+  if (spin(c) || c->broken || !arm(c)) {
+    wake_others(c);
+    return;
+  }
   pthread_mutex_unlock(&c->lock);
   struct pollfd pfd[3] = {{.fd = c->ch->fd, .events = POLLIN},
                           {.fd = c->fd, .events = POLLIN},
                           {.fd = c->ech->fd, .events = POLLIN}};
   int r = poll(pfd, 3, timeout_ms);
   pthread_mutex_lock(&c->lock);
-  c->polling = 0;
-  pthread_cond_broadcast(&c->cond);
+  wake_others(c);
   if (r <= 0) return;
   if (pfd[0].revents) {
     struct ibv_cq *cq;
@@ -257,7 +348,7 @@ static int ensure_ready(struct ib_conn *c) {
 
 static int ib_sendv(struct ferry_conn *fc, const struct iovec *iov, int iovcnt) {
   struct ib_conn *c = (struct ib_conn *)fc;
-  pthread_mutex_lock(&c->lock);
+  conn_lock(c);
   int rc = -1, err = 0;
   if (ensure_ready(c)) goto out;
   int i = 0;
@@ -319,7 +410,7 @@ out:
 
 static long ib_recv_some(struct ferry_conn *fc, void *buf, size_t min, size_t cap) {
   struct ib_conn *c = (struct ib_conn *)fc;
-  pthread_mutex_lock(&c->lock);
+  conn_lock(c);
   long rc = -1;
   int err = 0;
   if (ensure_ready(c)) goto out;
@@ -361,7 +452,7 @@ static int ib_recv_all(struct ferry_conn *c, void *buf, size_t n) {
 static void destroy(struct ib_conn *c, int detach) {
   if (c->ready && !detach) {
     /* let posted sends finish (a reply sent just before close must arrive) */
-    pthread_mutex_lock(&c->lock);
+    conn_lock(c);
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     while (c->sq_used && !c->broken && !c->peer_gone) {

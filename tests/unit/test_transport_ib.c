@@ -1,7 +1,9 @@
 /* The ib:// backend. With an RDMA device (RXE_ADDR set, as in the
    soft-RoCE VM of tests/ib/, or a real adapter): small and large streams
    both ways, uneven iovecs, interleaved sizes, recv_some bounds, a closed
-   peer read as ECONNRESET, and the server's fork-after-accept. Without one:
+   peer read as ECONNRESET, the server's fork-after-accept, and the bounded
+   spin of a waiting thread (it lets a sender in, and an idle wait sleeps).
+   Without one:
    those are skipped, and ib:// must fail at once, naming the missing device
    and pointing at tcp://. */
 #include <setjmp.h>
@@ -499,6 +501,93 @@ static void test_fork_after_accept(void **state) {
   l->ops->close(l);
 }
 
+/* FERRY_IB_SPIN_US: microseconds, 0 for none, garbage gives the default */
+static void test_spin_setting(void **state) {
+  (void)state;
+  assert_int_equal(ib_spin_ns(NULL), IB_SPIN_US_DEFAULT * 1000ull);
+  assert_int_equal(ib_spin_ns(""), IB_SPIN_US_DEFAULT * 1000ull);
+  assert_int_equal(ib_spin_ns("0"), 0);
+  assert_int_equal(ib_spin_ns("50"), 50000);
+  assert_int_equal(ib_spin_ns("abc"), IB_SPIN_US_DEFAULT * 1000ull);
+  assert_int_equal(ib_spin_ns("12us"), IB_SPIN_US_DEFAULT * 1000ull);
+  assert_int_equal(ib_spin_ns("-5"), IB_SPIN_US_DEFAULT * 1000ull);
+  assert_int_equal(ib_spin_ns("99999999999999"), IB_SPIN_US_MAX * 1000ull);
+}
+
+struct waiter {
+  struct ferry_conn *c;
+  int rounds, rc;
+};
+
+/* receives `rounds` 64-byte messages */
+static void *wait_thread(void *arg) {
+  struct waiter *w = arg;
+  char b[64];
+  w->rc = 0;
+  for (int k = 0; k < w->rounds && !w->rc; k++) w->rc = ferry_recv_all(w->c, b, sizeof b);
+  return NULL;
+}
+
+/* a thread spinning for a reply lets another thread's send through at once
+   (the shim's flusher sends while a caller waits), instead of holding the
+   connection for its whole spin */
+static void test_spin_lets_sender_in(void **state) {
+  (void)state;
+  need_device();
+  struct pair p;
+  open_pair(&p);
+  ((struct ib_conn *)p.client)->spin_ns = 400000000ull; /* 0.4 s: far beyond any wait here */
+  struct waiter w = {p.client, 5, -1};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, wait_thread, &w), 0);
+  double worst = 0;
+  for (int k = 0; k < 5; k++) {
+    usleep(20000); /* the waiter is spinning now */
+    char q[64] = {(char)k}, r[64];
+    struct iovec iov = {q, sizeof q};
+    double t0 = now_s();
+    assert_int_equal(ferry_sendv(p.client, &iov, 1), 0);
+    double dt = now_s() - t0;
+    if (dt > worst) worst = dt;
+    assert_int_equal(ferry_recv_all(p.server, r, sizeof r), 0);
+    assert_int_equal(r[0], (char)k);
+    iov.iov_base = r;
+    assert_int_equal(ferry_sendv(p.server, &iov, 1), 0); /* ends one wait */
+  }
+  pthread_join(th, NULL);
+  assert_int_equal(w.rc, 0);
+  printf("[ INFO     ] slowest send beside a spinning receiver: %.1f us\n", worst * 1e6);
+  assert_true(worst < 0.1);
+  close_pair(&p);
+}
+
+/* spinning is bounded: a receiver waiting on an idle connection sleeps */
+static void test_idle_wait_sleeps(void **state) {
+  (void)state;
+  need_device();
+  struct pair p;
+  open_pair(&p);
+  ((struct ib_conn *)p.client)->spin_ns = 20000000ull; /* 20 ms per wait */
+  struct waiter w = {p.client, 1, -1};
+  struct timespec c0, c1;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+  double t0 = now_s();
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, wait_thread, &w), 0);
+  usleep(1500000);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+  double cpu = (double)(c1.tv_sec - c0.tv_sec) + (c1.tv_nsec - c0.tv_nsec) / 1e9;
+  double wall = now_s() - t0;
+  char q[64] = {0};
+  struct iovec iov = {q, sizeof q};
+  assert_int_equal(ferry_sendv(p.server, &iov, 1), 0);
+  pthread_join(th, NULL);
+  assert_int_equal(w.rc, 0);
+  printf("[ INFO     ] an idle wait of %.2f s used %.3f s of CPU\n", wall, cpu);
+  assert_true(cpu < 0.5 * wall);
+  close_pair(&p);
+}
+
 /* no device: ib:// fails at once, says why and what to use instead */
 static void test_no_device(void **state) {
   (void)state;
@@ -530,6 +619,7 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_no_device),
+      cmocka_unit_test(test_spin_setting),
       /* first: librdmacm keeps device contexts open for the life of a process,
          and a child forked after that cannot use them (the kernel refuses);
          ferry-server's parent never touches verbs, and this test's parent
@@ -540,6 +630,8 @@ int main(void) {
       cmocka_unit_test(test_large_both_ways),
       cmocka_unit_test(test_interleaved),
       cmocka_unit_test(test_full_duplex),
+      cmocka_unit_test(test_spin_lets_sender_in),
+      cmocka_unit_test(test_idle_wait_sleeps),
       cmocka_unit_test(test_peer_close),
       cmocka_unit_test(test_error_completion),
       cmocka_unit_test(test_tcp_reference),
