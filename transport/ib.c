@@ -229,6 +229,16 @@ static void my_hello(struct ib_conn *c, struct ib_hello *h) {
                          .ring_size = IB_RING};
 }
 
+/* the connection parameters both sides offer: our hello rides in them */
+static struct rdma_conn_param conn_param(const struct ib_hello *mine) {
+  return (struct rdma_conn_param){.private_data = mine,
+                                  .private_data_len = sizeof *mine,
+                                  .responder_resources = 1,
+                                  .initiator_depth = 1,
+                                  .retry_count = 7,
+                                  .rnr_retry_count = 7};
+}
+
 static int take_hello(struct ib_conn *c, const struct ib_hello *h, char *err, size_t errlen) {
   if (h->magic != IB_MAGIC || h->token != c->token || h->ring_size != IB_RING ||
       h->nrecv < 2) {
@@ -317,12 +327,7 @@ int ib_server_setup(struct ib_conn *c, char *err, size_t errlen) {
     }
     struct ib_hello mine;
     my_hello(c, &mine);
-    struct rdma_conn_param cp = {.private_data = &mine,
-                                 .private_data_len = sizeof mine,
-                                 .responder_resources = 1,
-                                 .initiator_depth = 1,
-                                 .retry_count = 7,
-                                 .rnr_retry_count = 7};
+    struct rdma_conn_param cp = conn_param(&mine);
     if (c->api->accept(id, &cp)) {
       snprintf(err, errlen, "accepting the RDMA connection: %s", strerror(errno));
       goto out;
@@ -461,12 +466,7 @@ static struct ferry_conn *ib_connect(const struct ferry_url *url, int timeout_ms
   if (ib_make_resources(c, why, sizeof why)) goto fail;
   struct ib_hello mine, theirs;
   my_hello(c, &mine);
-  struct rdma_conn_param cp = {.private_data = &mine,
-                               .private_data_len = sizeof mine,
-                               .responder_resources = 1,
-                               .initiator_depth = 1,
-                               .retry_count = 7,
-                               .rnr_retry_count = 7};
+  struct rdma_conn_param cp = conn_param(&mine);
   if (api->connect(c->id, &cp)) {
     snprintf(why, sizeof why, "rdma_connect: %s", strerror(errno));
     goto fail;
