@@ -48,6 +48,8 @@
     (CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count))                \
   X(MemHostAlloc, "cuMemHostAlloc", (void **pp, size_t bytesize, unsigned int flags))         \
   X(MemFreeHost, "cuMemFreeHost", (void *p))                                                  \
+  X(MemHostRegister, "cuMemHostRegister_v2", (void *p, size_t bytesize, unsigned int flags))   \
+  X(MemHostUnregister, "cuMemHostUnregister", (void *p))                                      \
   X(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2",                                                  \
     (CUdeviceptr dst, const void *src, size_t bytes, CUstream stream))                        \
   X(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2",                                                  \

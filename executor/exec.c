@@ -65,6 +65,19 @@ int exec_reserve_arena(struct ferry_exec *ex, char *err, size_t errlen) {
 struct ferry_exec *ferry_exec_open(const struct ferry_driver *drv, unsigned gpu,
                                    uint64_t arena_base, uint64_t arena_size, char *err,
                                    size_t errlen) {
+  return ferry_exec_open_local(drv, gpu, arena_base, arena_size, NULL, NULL, err, errlen);
+}
+
+const struct ferry_driver *ferry_exec_driver(const struct ferry_exec *ex) { return ex->d; }
+CUcontext ferry_exec_context(const struct ferry_exec *ex) { return ex->ctx; }
+int ferry_exec_stream(struct ferry_exec *ex, uint32_t id, CUstream *out) {
+  return exec_stream(ex, id, out);
+}
+
+struct ferry_exec *ferry_exec_open_local(const struct ferry_driver *drv, unsigned gpu,
+                                         uint64_t arena_base, uint64_t arena_size,
+                                         void (*before_reserve)(void *ctx), void *ctx, char *err,
+                                         size_t errlen) {
   CUresult r;
   int count = 0;
   if ((r = drv->Init(0)) != CUDA_SUCCESS) {
@@ -76,7 +89,8 @@ struct ferry_exec *ferry_exec_open(const struct ferry_driver *drv, unsigned gpu,
     return NULL;
   }
   if (gpu >= (unsigned)count) {
-    snprintf(err, errlen, "GPU %u out of range: this server has %d GPU(s)", gpu, count);
+    snprintf(err, errlen, "GPU %u out of range: this %s has %d GPU(s)", gpu,
+             before_reserve ? "machine" : "server", count);
     return NULL;
   }
   struct ferry_exec *ex = calloc(1, sizeof *ex);
@@ -109,6 +123,8 @@ struct ferry_exec *ferry_exec_open(const struct ferry_driver *drv, unsigned gpu,
              (unsigned long long)arena_base, (unsigned long long)arena_size, ex->gran);
     goto fail;
   }
+  if (before_reserve)
+    before_reserve(ctx);
   if (exec_reserve_arena(ex, err, errlen))
     goto fail;
   return ex;

@@ -44,6 +44,20 @@ struct ferry_exec;
 struct ferry_exec *ferry_exec_open(const struct ferry_driver *drv, unsigned gpu,
                                    uint64_t arena_base, uint64_t arena_size, char *err,
                                    size_t errlen);
+/* The same, for a GPU in the application's own process (migration): the
+   arena range is still held by the shim's placeholder, which
+   before_reserve(ctx) releases just before the reservation is made. */
+struct ferry_exec *ferry_exec_open_local(const struct ferry_driver *drv, unsigned gpu,
+                                         uint64_t arena_base, uint64_t arena_size,
+                                         void (*before_reserve)(void *ctx), void *ctx, char *err,
+                                         size_t errlen);
+/* what the shim's local mode calls directly for copies and host memory */
+const struct ferry_driver *ferry_exec_driver(const struct ferry_exec *ex);
+CUcontext ferry_exec_context(const struct ferry_exec *ex);
+/* a client stream id -> CUstream; 0 or a cudaError_t */
+int ferry_exec_stream(struct ferry_exec *ex, uint32_t id, CUstream *out);
+int ferry_exec_event(struct ferry_exec *ex, uint32_t id, CUevent *out);
+
 /* frees every mapping, module, stream and event the session held */
 void ferry_exec_close(struct ferry_exec *ex);
 

@@ -189,3 +189,7 @@ int ferry_x_event_elapsed(struct ferry_exec *ex, const struct ferry_event_elapse
   r->ms = ms;
   return rc;
 }
+
+int ferry_exec_event(struct ferry_exec *ex, uint32_t id, CUevent *out) {
+  return event_of(ex, id, out);
+}

@@ -84,19 +84,24 @@ static int parse_devices(void) {
 }
 
 static int reserve_placeholder(struct ferry_vgpu *v) {
-  uint64_t base = FERRY_ARENA_BASE + (uint64_t)v->index * FERRY_ARENA_STRIDE;
-  /* keeps host mappings out of the device range, so a host pointer can never
-     equal a device pointer */
-  void *p = mmap((void *)base, FERRY_ARENA_STRIDE, PROT_NONE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
-  if (p == MAP_FAILED || (uint64_t)p != base) {
+  if (ferry_placeholder_reserve(v)) {
+    uint64_t base = FERRY_ARENA_BASE + (uint64_t)v->index * FERRY_ARENA_STRIDE;
     ferry_log("cannot reserve the device address range 0x%llx-0x%llx for device %d: %s",
               (unsigned long long)base, (unsigned long long)(base + FERRY_ARENA_STRIDE), v->index,
-              p == MAP_FAILED ? strerror(errno) : "the kernel placed it elsewhere");
-    if (p != MAP_FAILED) munmap(p, FERRY_ARENA_STRIDE);
+              strerror(errno));
     return cudaErrorMemoryAllocation;
   }
   return 0;
+}
+
+/* calls hold the gate shared; a waiting migration must not starve behind a
+   stream of new calls, so writers go first */
+static void init_gate(struct ferry_vgpu *v) {
+  pthread_rwlockattr_t attr;
+  pthread_rwlockattr_init(&attr);
+  pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  pthread_rwlock_init(&v->gate, &attr);
+  pthread_rwlockattr_destroy(&attr);
 }
 
 /* FERRY_TOKEN_FILE: the secret a server started with --token-file wants */
@@ -202,6 +207,7 @@ static void child_after_fork(void) {
     pthread_mutex_init(&v->sock_lock, NULL);
     pthread_mutex_init(&v->call_lock, NULL);
     pthread_mutex_init(&v->arena_lock, NULL);
+    init_gate(v);
     if (v->conn) v->conn->ops->detach(v->conn);
     v->conn = NULL;
     v->dead = 1;
@@ -218,6 +224,8 @@ static void init_once(void) {
     pthread_mutex_init(&v->sock_lock, NULL);
     pthread_mutex_init(&v->call_lock, NULL);
     pthread_mutex_init(&v->arena_lock, NULL);
+    init_gate(v);
+    ferry_recorder_init(&v->log);
   }
   int rc = parse_devices();
   for (int i = 0; !rc && i < ferry.count; i++) {
@@ -230,6 +238,7 @@ static void init_once(void) {
   }
   ferry_start_flusher();
   atexit(drain_at_exit);
+  ferry_control_start();
   pthread_atfork(NULL, NULL, child_after_fork);
 }
 

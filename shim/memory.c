@@ -133,10 +133,26 @@ struct host_block {
   size_t size;
   unsigned flags;
   int registered; /* cudaHostRegister'ed, not allocated by us */
+  int locked;     /* page-locked by a local driver (after a migration) */
 };
 static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct host_block *host_blocks;
 static size_t nhost, host_cap;
+/* the first local GPU: pinned buffers are page-locked with its driver
+   (portable: for every context) so that async copies stay asynchronous */
+static struct ferry_local *lock_gpu;
+
+static void host_lock_with(struct ferry_local *L, struct host_block *b) {
+  if (!L || b->locked || !b->size) return;
+  b->locked = ferry_local_host_lock(L, b->ptr, b->size) == 0;
+}
+
+void ferry_host_register_local(struct ferry_local *L) {
+  pthread_mutex_lock(&host_lock);
+  if (!lock_gpu) lock_gpu = L;
+  for (size_t i = 0; i < nhost; i++) host_lock_with(lock_gpu, &host_blocks[i]);
+  pthread_mutex_unlock(&host_lock);
+}
 
 static int host_add(void *p, size_t size, unsigned flags, int registered) {
   pthread_mutex_lock(&host_lock);
@@ -150,7 +166,8 @@ static int host_add(void *p, size_t size, unsigned flags, int registered) {
     host_blocks = b;
     host_cap = cap;
   }
-  host_blocks[nhost++] = (struct host_block){p, size, flags, registered};
+  host_blocks[nhost] = (struct host_block){p, size, flags, registered, 0};
+  host_lock_with(lock_gpu, &host_blocks[nhost++]);
   pthread_mutex_unlock(&host_lock);
   return 0;
 }
@@ -176,6 +193,7 @@ static int host_remove(void *p, int registered) {
   pthread_mutex_lock(&host_lock);
   for (size_t i = 0; i < nhost; i++) {
     if (host_blocks[i].ptr != p || host_blocks[i].registered != registered) continue;
+    if (host_blocks[i].locked) ferry_local_host_unlock(lock_gpu, p);
     host_blocks[i] = host_blocks[--nhost];
     found = 1;
     break;
@@ -308,6 +326,7 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
   case cudaMemcpyHostToDevice: {
     if ((rc = device_side(dst, count, &dv)) || (rc = stream_id_for(dv, stream, per_thread, &sid)))
       return rc;
+    if (ferry_is_local(dv)) return ferry_local_copy(dv, dst, src, count, 1, sid, async);
     struct ferry_bulk bulk = {.in = src, .in_len = count};
     /* Once the bytes are on their way the source may be reused, and nothing
        but a later CUDA call (ordered after this one) can observe device
@@ -325,6 +344,7 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
   case cudaMemcpyDeviceToHost: {
     if ((rc = device_side(src, count, &sv)) || (rc = stream_id_for(sv, stream, per_thread, &sid)))
       return rc;
+    if (ferry_is_local(sv)) return ferry_local_copy(sv, dst, src, count, 2, sid, async);
     /* CUDA returns from an async copy into pageable memory only when it is
        done; pinned memory is filled in later, at the next synchronization */
     if (async && is_pinned(dst)) {

@@ -380,6 +380,7 @@ int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, siz
   if (k->layout.nparams && !args) return cudaErrorInvalidValue;
   ferry_layout_pack(&k->layout, args, param_buf);
   if (shmem > UINT32_MAX) return cudaErrorInvalidValue;
+  ferry_migrate_at_launch(v->index);
   struct ferry_launch_args a = {.func = func,
                                 .gx = grid.x, .gy = grid.y, .gz = grid.z,
                                 .bx = block.x, .by = block.y, .bz = block.z,
@@ -389,4 +390,24 @@ int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, siz
                                 .params = {param_buf, k->layout.bytes},
                                 .attrs = attrs};
   return ferry_call(v, FERRY_CALL_launch, &a, NULL, NULL);
+}
+
+/* after a migration: module `module`'s variables live where the local GPU
+   put them (var_info: {addr, size} per variable, in registration order) */
+void ferry_modules_rebind(int vgpu, uint32_t module, ferry_blob var_info) {
+  struct ferry_fatbin *fb = NULL;
+  pthread_rwlock_rdlock(&registry_lock);
+  for (size_t i = 0; i < vars_by_host.cap && !fb; i++) {
+    struct ferry_var *var = vars_by_host.slots[i].obj;
+    if (var && var->fb->id == module) fb = var->fb;
+  }
+  pthread_rwlock_unlock(&registry_lock);
+  if (!fb) return;
+  const unsigned char *q = var_info.ptr;
+  for (uint32_t i = 0; i < fb->nvars && (i + 1) * 16 <= var_info.len; i++) {
+    uint64_t addr;
+    memcpy(&addr, q + i * 16, 8);
+    fb->vars[i]->addr[vgpu] = addr;
+    fb->vars[i]->present[vgpu] = addr != 0;
+  }
 }

@@ -195,6 +195,20 @@ static int take_deferred(struct ferry_vgpu *v, uint64_t token, struct ferry_defe
   return found;
 }
 
+size_t ferry_deferred_pending(struct ferry_vgpu *v) {
+  pthread_mutex_lock(&v->send_lock);
+  size_t n = v->ndeferred;
+  pthread_mutex_unlock(&v->send_lock);
+  return n;
+}
+
+int ferry_deferred_complete(struct ferry_vgpu *v, uint64_t token, const void *p, size_t n) {
+  struct ferry_deferred d;
+  if (!take_deferred(v, token, &d)) return -1;
+  if (p && n == d.size) memcpy(d.dst, p, n);
+  return 0;
+}
+
 static int discard(struct ferry_vgpu *v, uint64_t n) {
   char scratch[4096];
   while (n) {
@@ -342,8 +356,8 @@ static int read_reply(struct ferry_vgpu *v, unsigned call, void *rets,
   }
 }
 
-int ferry_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
-               const struct ferry_bulk *bulk) {
+int ferry_remote_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
+                      const struct ferry_bulk *bulk) {
   if (ferry_calls[call].flags & ASYNC) return call_async(v, call, args, bulk);
   const void *in = bulk ? bulk->in : NULL;
   uint64_t in_len = bulk ? bulk->in_len : 0;
@@ -363,5 +377,52 @@ int ferry_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets
   int rc = send_locked(v, inline_bulk ? NULL : in, inline_bulk ? 0 : in_len);
   if (!rc) rc = read_reply(v, call, rets, bulk);
   pthread_mutex_unlock(&v->call_lock);
+  return rc;
+}
+
+int ferry_remote_send(struct ferry_vgpu *v, unsigned call, const void *args) {
+  pthread_mutex_lock(&v->send_lock);
+  if (v->dead) {
+    pthread_mutex_unlock(&v->send_lock);
+    return cudaErrorDevicesUnavailable;
+  }
+  if (append_frame(&v->sendbuf, call, args, NULL, 0, 1)) {
+    pthread_mutex_unlock(&v->send_lock);
+    return cudaErrorMemoryAllocation;
+  }
+  return send_locked(v, NULL, 0);
+}
+
+int ferry_remote_reply(struct ferry_vgpu *v, unsigned call, void *rets,
+                       const struct ferry_bulk *bulk) {
+  pthread_mutex_lock(&v->call_lock);
+  int rc = v->dead ? cudaErrorDevicesUnavailable : read_reply(v, call, rets, bulk);
+  pthread_mutex_unlock(&v->call_lock);
+  return rc;
+}
+
+/* an error the drain of a migration found belongs to the next sync call */
+static int carried(struct ferry_vgpu *v, unsigned call, int rc) {
+  if (rc || !(ferry_calls[call].flags & SYNC) || !__atomic_load_n(&v->carry_error, __ATOMIC_RELAXED))
+    return rc;
+  return __atomic_exchange_n(&v->carry_error, 0, __ATOMIC_ACQ_REL);
+}
+
+int ferry_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
+               const struct ferry_bulk *bulk) {
+  if (ferry_is_local(v)) return carried(v, call, ferry_local_call(v, call, args, rets, bulk));
+  pthread_rwlock_rdlock(&v->gate);
+  if (ferry_is_local(v)) { /* it moved while this call waited */
+    pthread_rwlock_unlock(&v->gate);
+    return carried(v, call, ferry_local_call(v, call, args, rets, bulk));
+  }
+  int rc = ferry_remote_call(v, call, args, rets, bulk);
+  if (!rc && (ferry_calls[call].flags & RECORD) &&
+      ferry_record(&v->log, call, args, rets, bulk ? bulk->in : NULL, bulk ? bulk->in_len : 0)) {
+    if (!v->log_broken) ferry_log("device %d: out of memory while recording; it cannot migrate", v->index);
+    v->log_broken = 1;
+  }
+  rc = carried(v, call, rc);
+  pthread_rwlock_unlock(&v->gate);
   return rc;
 }

@@ -11,6 +11,9 @@
 
 #include "common/arena.h"
 #include "common/handles.h"
+#include "recorder/recorder.h"
+#include "shim/migrate.h"
+#include "executor/driver.h"
 #include "protocol/codec.h"
 #include "transport/transport.h"
 
@@ -26,6 +29,8 @@ struct ferry_deferred {
   void *dst;
   uint64_t size;
 };
+
+struct ferry_local; /* local.c */
 
 struct ferry_vgpu {
   int index;
@@ -60,6 +65,20 @@ struct ferry_vgpu {
 
   pthread_mutex_t arena_lock;
   struct ferry_arena arena;
+
+  /* migration (migrate.c, local.c). Every call holds `gate` shared while it
+     runs on the remote server; a migration holds it exclusively, so new
+     calls wait while the vGPU moves. Once `local` is set (never unset) calls
+     go to the in-process executor and skip the gate. */
+  pthread_rwlock_t gate;
+  int local;                 /* atomic */
+  struct ferry_local *lx;    /* the local executor, once local */
+  struct ferry_recorder log; /* RECORD calls while remote */
+  int log_broken;            /* a record was lost (out of memory): no migration */
+  int carry_error;           /* an async error met while draining, for the next sync call */
+  int placeholder;           /* the arena's PROT_NONE placeholder is in place */
+  uint64_t launches;         /* for FERRY_MIGRATE_AT */
+  struct ferry_vgpu_status mig; /* last migration (under ferry_mig_lock) */
 };
 
 struct ferry_state {
@@ -104,10 +123,21 @@ struct ferry_bulk {
    call. ASYNC calls return 0 unless the vGPU is dead. */
 int ferry_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
                const struct ferry_bulk *bulk);
+/* the remote half of ferry_call, for migration (which holds the gate) */
+int ferry_remote_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
+                      const struct ferry_bulk *bulk);
+/* a SYNC request sent without waiting, and the reply read later (mem-sync
+   pipelines its requests); the caller holds the gate exclusively */
+int ferry_remote_send(struct ferry_vgpu *v, unsigned call, const void *args);
+int ferry_remote_reply(struct ferry_vgpu *v, unsigned call, void *rets, const struct ferry_bulk *bulk);
 /* push buffered ASYNC frames to the socket now */
 int ferry_flush(struct ferry_vgpu *v);
 /* register a host buffer that a later DEFERRED frame fills */
 uint64_t ferry_defer(struct ferry_vgpu *v, void *dst, uint64_t size);
+/* fills (p != NULL) and forgets a deferred buffer; -1 for an unknown token */
+int ferry_deferred_complete(struct ferry_vgpu *v, uint64_t token, const void *p, size_t n);
+/* deferred copies still waiting for data */
+size_t ferry_deferred_pending(struct ferry_vgpu *v);
 int ferry_connect_vgpu(struct ferry_vgpu *v);
 /* after a refused hello: read and print the server's reason */
 void ferry_read_goodbye(struct ferry_vgpu *v);
@@ -141,6 +171,8 @@ int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, siz
 int ferry_kernel_func_id(struct ferry_kernel *k, struct ferry_vgpu *v, uint32_t *func);
 /* device address and size of a __device__/__constant__ variable on v */
 int ferry_symbol_lookup(const void *symbol, struct ferry_vgpu *v, uint64_t *addr, uint64_t *size);
+/* a migrated module's variables now live at var_info's addresses */
+void ferry_modules_rebind(int vgpu, uint32_t module, ferry_blob var_info);
 /* forget which modules v has loaded (after cudaDeviceReset) */
 void ferry_modules_forget(int vgpu);
 
@@ -163,5 +195,36 @@ void ferry_arrays_forget(int vgpu);
 /* ---- memory (memory.c) ---- */
 /* the vGPU whose arena holds p, or NULL (host memory) */
 struct ferry_vgpu *ferry_vgpu_of(const void *p);
+/* page-locks the program's pinned host buffers with a local driver, so that
+   its asynchronous copies stay asynchronous after a migration */
+void ferry_host_register_local(struct ferry_local *L);
+/* set once the program took a module variable's address: a migration moves them */
+extern int ferry_symbol_address_taken;
+
+/* ---- local execution (local.c) ---- */
+static inline int ferry_is_local(const struct ferry_vgpu *v) {
+  return __atomic_load_n(&v->local, __ATOMIC_ACQUIRE);
+}
+/* ferry_call for a local vGPU */
+int ferry_local_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
+                     const struct ferry_bulk *bulk);
+/* 1D copies straight through the driver (no staging); kind: 1 H2D, 2 D2H, 3 D2D */
+int ferry_local_copy(struct ferry_vgpu *v, void *dst, const void *src, uint64_t n, int kind,
+                     uint32_t stream, int async);
+/* opens a local GPU for v (placeholder released just before the arena is
+   reserved); NULL with a reason */
+struct ferry_local *ferry_local_open(struct ferry_vgpu *v, int gpu, char *err, size_t errlen);
+void ferry_local_close(struct ferry_local *L, struct ferry_vgpu *v);
+/* page-locks host memory with L's driver; 0 or -1 (copies then stay synchronous) */
+int ferry_local_host_lock(struct ferry_local *L, void *p, size_t n);
+void ferry_local_host_unlock(struct ferry_local *L, void *p);
+struct ferry_exec *ferry_local_exec(struct ferry_local *L);
+const char *ferry_local_name(struct ferry_local *L);
+int ferry_local_gpu(struct ferry_local *L);
+/* the PROT_NONE range that keeps host mappings out of a vGPU's arena */
+int ferry_placeholder_reserve(struct ferry_vgpu *v);
+void ferry_placeholder_release(struct ferry_vgpu *v);
+/* the driver the local GPUs use (FERRY_LOCAL_BACKEND) */
+const struct ferry_driver *ferry_local_driver(char *err, size_t errlen);
 
 #endif

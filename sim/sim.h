@@ -17,7 +17,9 @@
 #include "sim/twin_vars.h"
 
 #define SIM_GRANULARITY (2ull << 20)
-#define SIM_TOTAL_MEM (80ull << 30)
+#define SIM_TOTAL_MEM sim_total_mem()
+/* 80 GiB, or FERRY_SIM_TOTAL_MEM bytes (tests of a full GPU) */
+uint64_t sim_total_mem(void);
 #define SIM_MAX_SHARED_DEFAULT (48 * 1024)
 #define SIM_MAX_SHARED_OPTIN (227 * 1024)
 
@@ -98,7 +100,7 @@ struct sim_texobj {
 };
 
 /* address ranges that kernels and copies may touch */
-enum sim_range_kind { SIM_RANGE_MAP, SIM_RANGE_VAR, SIM_RANGE_HOST };
+enum sim_range_kind { SIM_RANGE_MAP, SIM_RANGE_VAR, SIM_RANGE_HOST, SIM_RANGE_REGISTERED };
 struct sim_range {
   uint64_t start, end;
   enum sim_range_kind kind;

@@ -41,10 +41,15 @@ size_t sim_format_bytes(CUarray_format f, unsigned n) {
   }
 }
 
+static void object_free(struct sim_texobj *o);
+
 void sim_array_obj_free(struct sim_obj *o) {
   if (o && o->kind == SIM_ARRAY)
     free(((struct sim_array *)o)->mem);
-  free(o);
+  if (o && (o->kind == SIM_TEXOBJ || o->kind == SIM_SURFOBJ))
+    object_free((struct sim_texobj *)o);
+  else
+    free(o);
 }
 
 /* the limits an H100 reports (see device_attribute in sim_core.c) */
@@ -155,10 +160,40 @@ static int tex_desc_ok(const CUDA_TEXTURE_DESC *t) {
          (unsigned)t->mipmapFilterMode <= CU_TR_FILTER_MODE_LINEAR && !(t->flags & ~known);
 }
 
+/* Object values are record addresses. CUDA hands out its object values in
+   creation order in a fresh context, so a migration that re-creates a
+   program's objects in order gets the values the program holds; records
+   come from a slab at a fixed address, never reused, to behave the same. */
+#define OBJ_SLAB_BASE 0x1f0000000000ull
+#define OBJ_SLOT 1024u
+#define OBJ_SLOTS 65536u
+_Static_assert(sizeof(struct sim_texobj) <= OBJ_SLOT, "an object record fits its slot");
+static char *obj_slab;
+static unsigned obj_next;
+
+static struct sim_texobj *object_alloc(void) {
+  if (!obj_slab && obj_next == 0) {
+    void *p = mmap((void *)OBJ_SLAB_BASE, (size_t)OBJ_SLOT * OBJ_SLOTS, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p != MAP_FAILED && (uintptr_t)p == OBJ_SLAB_BASE) obj_slab = p;
+    else if (p != MAP_FAILED) munmap(p, (size_t)OBJ_SLOT * OBJ_SLOTS);
+  }
+  if (!obj_slab || obj_next == OBJ_SLOTS) return calloc(1, sizeof(struct sim_texobj));
+  struct sim_texobj *o = (void *)(obj_slab + (size_t)OBJ_SLOT * obj_next++);
+  memset(o, 0, sizeof *o);
+  return o;
+}
+
+static void object_free(struct sim_texobj *o) {
+  char *p = (char *)o;
+  if (obj_slab && p >= obj_slab && p < obj_slab + (size_t)OBJ_SLOT * OBJ_SLOTS) return;
+  free(o);
+}
+
 static CUresult make_object(enum sim_kind kind, const CUDA_RESOURCE_DESC *res,
                             const CUDA_TEXTURE_DESC *tex, const CUDA_RESOURCE_VIEW_DESC *view,
                             unsigned long long *out) {
-  struct sim_texobj *o = calloc(1, sizeof *o);
+  struct sim_texobj *o = object_alloc();
   if (!o)
     return CUDA_ERROR_OUT_OF_MEMORY;
   o->obj.kind = kind;
@@ -181,7 +216,7 @@ static CUresult make_object(enum sim_kind kind, const CUDA_RESOURCE_DESC *res,
     break;
   }
   if (sim_register(o)) {
-    free(o);
+    object_free(o);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   *out = (unsigned long long)(uintptr_t)o;
@@ -211,7 +246,7 @@ CUresult sim_TexObjectDestroy(CUtexObject obj) {
   if (!o)
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
   sim_unregister(o);
-  free(o);
+  object_free(o);
   return sim_leave(CUDA_SUCCESS);
 }
 
@@ -234,6 +269,6 @@ CUresult sim_SurfObjectDestroy(CUsurfObject obj) {
   if (!o)
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
   sim_unregister(o);
-  free(o);
+  object_free(o);
   return sim_leave(CUDA_SUCCESS);
 }

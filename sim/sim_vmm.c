@@ -411,3 +411,45 @@ CUresult sim_MemFreeHost(void *p) {
   sim_range_del((uintptr_t)p);
   return sim_leave(CUDA_SUCCESS);
 }
+
+/* cudaHostRegister'ed memory: tracked so that a second registration and an
+   unregistration of unknown memory fail as they do on CUDA */
+CUresult sim_MemHostRegister(void *p, size_t bytesize, unsigned int flags) {
+  (void)flags;
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  if (!p || bytesize == 0)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  long i = range_floor((uintptr_t)p);
+  size_t next = (size_t)(i + 1);
+  if ((i >= 0 && sim.ranges[i].end > (uintptr_t)p) ||
+      (next < sim.nranges && sim.ranges[next].start < (uintptr_t)p + bytesize))
+    return sim_leave(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+  if (sim_range_add((uintptr_t)p, (uintptr_t)p + bytesize, SIM_RANGE_REGISTERED,
+                    PROT_READ | PROT_WRITE, NULL))
+    return sim_leave(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_MemHostUnregister(void *p) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  long i = range_floor((uintptr_t)p);
+  if (!p || i < 0 || sim.ranges[i].start != (uintptr_t)p ||
+      sim.ranges[i].kind != SIM_RANGE_REGISTERED)
+    return sim_leave(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  sim_range_del((uintptr_t)p);
+  return sim_leave(CUDA_SUCCESS);
+}
+
+uint64_t sim_total_mem(void) {
+  static uint64_t total;
+  if (!total) {
+    const char *e = getenv("FERRY_SIM_TOTAL_MEM");
+    unsigned long long v = e && *e ? strtoull(e, NULL, 0) : 0;
+    total = v ? v : 80ull << 30;
+  }
+  return total;
+}

@@ -1,0 +1,243 @@
+/*
+ * The replay log (see recorder.h). Recording is on the path of every
+ * state-building call, so it is a struct copy and a hash probe under one
+ * lock; str/blob bytes are copied only for the few calls that have them.
+ */
+#include "recorder/recorder.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "protocol/clone.h"
+
+/* key kinds (key_hi's top byte) */
+enum { K_MAP = 1, K_MODULE, K_STREAM, K_EVENT, K_ARRAY, K_TEX, K_SURF, K_FLAGS, K_LIMIT,
+       K_CACHE, K_FUNC_ATTR, K_FUNC_CACHE };
+#define KEY(kind, id) ((uint64_t)(kind) << 56 | (uint64_t)(id))
+
+/* what a call does to the log */
+enum action { PLAIN, CREATE, DESTROY, SET, RESET };
+
+#define ARGS_FIT(name, flags, args, rets)                                                      \
+  _Static_assert(!((flags) & RECORD) || sizeof(struct ferry_##name##_args) <= FERRY_RECORD_ARGS_BYTES, \
+                 #name "'s args do not fit a record");
+#define FERRY_CALL ARGS_FIT
+#include "protocol/calls.def"
+#undef FERRY_CALL
+
+static enum action classify(unsigned call, const void *a, const void *rets, uint64_t *hi,
+                            uint64_t *lo) {
+  *hi = *lo = 0;
+  switch (call) {
+#define ID(kind, field, act) (*hi = KEY(kind, 0), *lo = (field), act)
+  case FERRY_CALL_mem_map: return ID(K_MAP, ((const struct ferry_mem_map_args *)a)->addr, CREATE);
+  case FERRY_CALL_mem_unmap: return ID(K_MAP, ((const struct ferry_mem_unmap_args *)a)->addr, DESTROY);
+  case FERRY_CALL_module_load: return ID(K_MODULE, ((const struct ferry_module_load_args *)a)->module, CREATE);
+  case FERRY_CALL_module_unload: return ID(K_MODULE, ((const struct ferry_module_unload_args *)a)->module, DESTROY);
+  case FERRY_CALL_stream_create: return ID(K_STREAM, ((const struct ferry_stream_create_args *)a)->stream, CREATE);
+  case FERRY_CALL_stream_destroy: return ID(K_STREAM, ((const struct ferry_stream_destroy_args *)a)->stream, DESTROY);
+  case FERRY_CALL_event_create: return ID(K_EVENT, ((const struct ferry_event_create_args *)a)->event, CREATE);
+  case FERRY_CALL_event_destroy: return ID(K_EVENT, ((const struct ferry_event_destroy_args *)a)->event, DESTROY);
+  case FERRY_CALL_array_create: return ID(K_ARRAY, ((const struct ferry_array_create_args *)a)->array, CREATE);
+  case FERRY_CALL_array_destroy: return ID(K_ARRAY, ((const struct ferry_array_destroy_args *)a)->array, DESTROY);
+  case FERRY_CALL_tex_create: return ID(K_TEX, ((const struct ferry_tex_create_rets *)rets)->object, CREATE);
+  case FERRY_CALL_tex_destroy: return ID(K_TEX, ((const struct ferry_tex_destroy_args *)a)->object, DESTROY);
+  case FERRY_CALL_surf_create: return ID(K_SURF, ((const struct ferry_surf_create_rets *)rets)->object, CREATE);
+  case FERRY_CALL_surf_destroy: return ID(K_SURF, ((const struct ferry_surf_destroy_args *)a)->object, DESTROY);
+  case FERRY_CALL_set_device_flags: return ID(K_FLAGS, 0, SET);
+  case FERRY_CALL_device_set_limit: return ID(K_LIMIT, ((const struct ferry_device_set_limit_args *)a)->limit, SET);
+  case FERRY_CALL_device_set_cache_config: return ID(K_CACHE, 0, SET);
+  case FERRY_CALL_func_set_attribute: {
+    const struct ferry_func_set_attribute_args *f = a;
+    *hi = KEY(K_FUNC_ATTR, f->func);
+    *lo = f->attr;
+    return SET;
+  }
+  case FERRY_CALL_func_set_cache_config:
+    return ID(K_FUNC_CACHE, ((const struct ferry_func_set_cache_config_args *)a)->func, SET);
+  case FERRY_CALL_device_reset: return RESET;
+#undef ID
+  default: return PLAIN;
+  }
+}
+
+static size_t hash_key(uint64_t hi, uint64_t lo, size_t n) {
+  uint64_t x = hi * 0x9e3779b97f4a7c15ull ^ lo;
+  x ^= x >> 31;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 29;
+  return (size_t)x & (n - 1);
+}
+
+/* the slot holding key, or the empty slot where it would go */
+static size_t *find_slot(struct ferry_recorder *r, uint64_t hi, uint64_t lo) {
+  for (size_t i = hash_key(hi, lo, r->nslots);; i = (i + 1) & (r->nslots - 1)) {
+    size_t s = r->slots[i];
+    if (!s) return &r->slots[i];
+    const struct ferry_record *rec = &r->recs[s - 1];
+    if (rec->key_hi == hi && rec->key_lo == lo) return &r->slots[i];
+  }
+}
+
+/* rebuilds the index over live keyed records (after compaction or growth) */
+static int reindex(struct ferry_recorder *r, size_t want) {
+  size_t n = 64;
+  while (n < want * 2) n *= 2;
+  size_t *slots = calloc(n, sizeof *slots);
+  if (!slots) return -1;
+  free(r->slots);
+  r->slots = slots;
+  r->nslots = n;
+  for (size_t i = 0; i < r->n; i++) {
+    const struct ferry_record *rec = &r->recs[i];
+    if (rec->live && (rec->key_hi || rec->key_lo)) *find_slot(r, rec->key_hi, rec->key_lo) = i + 1;
+  }
+  return 0;
+}
+
+static void drop(struct ferry_record *rec) {
+  free(rec->extra);
+  rec->extra = NULL;
+  rec->live = 0;
+}
+
+/* removes dead records once they are the majority, keeping call order */
+static int compact(struct ferry_recorder *r) {
+  size_t w = 0;
+  for (size_t i = 0; i < r->n; i++)
+    if (r->recs[i].live) r->recs[w++] = r->recs[i];
+  r->n = w;
+  r->dead = 0;
+  return reindex(r, r->n);
+}
+
+/* deletion from linear probing: re-seat the records after the hole */
+static void unindex(struct ferry_recorder *r, size_t *slot) {
+  size_t i = (size_t)(slot - r->slots);
+  r->slots[i] = 0;
+  for (size_t j = (i + 1) & (r->nslots - 1); r->slots[j]; j = (j + 1) & (r->nslots - 1)) {
+    size_t s = r->slots[j];
+    r->slots[j] = 0;
+    const struct ferry_record *rec = &r->recs[s - 1];
+    *find_slot(r, rec->key_hi, rec->key_lo) = s;
+  }
+}
+
+static void kill_key(struct ferry_recorder *r, uint64_t hi, uint64_t lo) {
+  if (!r->nslots) return;
+  size_t *slot = find_slot(r, hi, lo);
+  if (!*slot) return;
+  drop(&r->recs[*slot - 1]);
+  r->dead++;
+  unindex(r, slot);
+}
+
+/* a module's kernels go with it: their attribute records die too */
+static void kill_module_funcs(struct ferry_recorder *r, uint64_t module) {
+  for (size_t i = 0; i < r->n; i++) {
+    struct ferry_record *rec = &r->recs[i];
+    unsigned kind = (unsigned)(rec->key_hi >> 56);
+    uint64_t func = rec->key_hi & ((1ull << 56) - 1);
+    if (rec->live && (kind == K_FUNC_ATTR || kind == K_FUNC_CACHE) && func >> 16 == module)
+      kill_key(r, rec->key_hi, rec->key_lo);
+  }
+}
+
+void ferry_recorder_init(struct ferry_recorder *r) {
+  memset(r, 0, sizeof *r);
+  pthread_mutex_init(&r->lock, NULL);
+}
+
+static void clear(struct ferry_recorder *r) {
+  for (size_t i = 0; i < r->n; i++) drop(&r->recs[i]);
+  r->n = r->dead = 0;
+  if (r->slots) memset(r->slots, 0, r->nslots * sizeof *r->slots);
+}
+
+void ferry_recorder_destroy(struct ferry_recorder *r) {
+  clear(r);
+  free(r->recs);
+  free(r->slots);
+  pthread_mutex_destroy(&r->lock);
+  memset(r, 0, sizeof *r);
+}
+
+static int append(struct ferry_recorder *r, unsigned call, const void *args, const void *rets,
+                  const void *bulk, uint64_t bulk_len, uint64_t hi, uint64_t lo) {
+  if (r->n == r->cap) {
+    size_t cap = r->cap ? r->cap * 2 : 256;
+    struct ferry_record *p = realloc(r->recs, cap * sizeof *p);
+    if (!p) return -1;
+    r->recs = p;
+    r->cap = cap;
+  }
+  if ((r->n - r->dead + 1) * 2 > r->nslots && reindex(r, r->n - r->dead + 1)) return -1;
+  struct ferry_record *rec = &r->recs[r->n];
+  rec->key_hi = hi;
+  rec->key_lo = lo;
+  rec->call = call;
+  rec->bulk = bulk;
+  rec->bulk_len = bulk_len;
+  rec->object = 0;
+  rec->extra = NULL;
+  rec->var_info = NULL;
+  rec->var_info_len = 0;
+  size_t extra = ferry_args_extra(call, args);
+  ferry_blob vars = {NULL, 0};
+  if (call == FERRY_CALL_module_load && rets) vars = ((const struct ferry_module_load_rets *)rets)->var_info;
+  if (extra + vars.len) {
+    if (!(rec->extra = malloc(extra + vars.len))) return -1;
+    if (vars.len) {
+      memcpy(rec->extra + extra, vars.ptr, vars.len);
+      rec->var_info = rec->extra + extra;
+      rec->var_info_len = vars.len;
+    }
+  }
+  ferry_args_clone(call, args, rec->args, rec->extra);
+  if (call == FERRY_CALL_tex_create && rets) rec->object = ((const struct ferry_tex_create_rets *)rets)->object;
+  if (call == FERRY_CALL_surf_create && rets) rec->object = ((const struct ferry_surf_create_rets *)rets)->object;
+  rec->live = 1;
+  r->n++;
+  r->total++;
+  if (hi || lo) *find_slot(r, hi, lo) = r->n;
+  return 0;
+}
+
+int ferry_record(struct ferry_recorder *r, unsigned call, const void *args, const void *rets,
+                 const void *bulk, uint64_t bulk_len) {
+  if (!ferry_call_valid(call) || !(ferry_calls[call].flags & RECORD)) return 0;
+  uint64_t hi, lo;
+  enum action act = classify(call, args, rets, &hi, &lo);
+  int rc = 0;
+  pthread_mutex_lock(&r->lock);
+  switch (act) {
+  case RESET: clear(r); break; /* a reset device has none of the earlier state */
+  case DESTROY:
+    kill_key(r, hi, lo);
+    if (call == FERRY_CALL_module_unload) kill_module_funcs(r, lo);
+    break;
+  case CREATE:
+  case SET: kill_key(r, hi, lo); /* fall through */
+  case PLAIN: rc = append(r, call, args, rets, bulk, bulk_len, hi, lo); break;
+  }
+  if (!rc && r->dead > 64 && r->dead * 2 > r->n) rc = compact(r);
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}
+
+int ferry_recorder_foreach(struct ferry_recorder *r,
+                           int (*fn)(void *ctx, const struct ferry_record *rec), void *ctx) {
+  pthread_mutex_lock(&r->lock);
+  int rc = 0;
+  for (size_t i = 0; i < r->n && !rc; i++)
+    if (r->recs[i].live) rc = fn(ctx, &r->recs[i]);
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}
+
+size_t ferry_recorder_live(struct ferry_recorder *r) {
+  pthread_mutex_lock(&r->lock);
+  size_t n = r->n - r->dead;
+  pthread_mutex_unlock(&r->lock);
+  return n;
+}

@@ -1,0 +1,207 @@
+/*
+ * Mem-sync (see memsync.h): planning the ranges, then the pipelined copy
+ * through pinned buffers on a stream of its own.
+ */
+#include "replay/memsync.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+
+#define MAX_BUFFERS 8
+
+void ferry_memsync_defaults(struct ferry_memsync_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->batch_bytes = 16u << 20;
+  o->max_ranges = 4096;
+  o->merge_gap = 64u << 10;
+  o->buffers = 2;
+}
+
+/* is [a, b) inside back-to-back mappings? (*m: a cursor into maps) */
+static int mapped(const struct ferry_mapping *maps, size_t nmaps, size_t *m, uint64_t a,
+                  uint64_t b) {
+  while (*m < nmaps && maps[*m].addr + maps[*m].size <= a) (*m)++;
+  uint64_t cur = a;
+  for (size_t k = *m; k < nmaps && cur < b; k++) {
+    if (maps[k].addr > cur) return 0;
+    cur = maps[k].addr + maps[k].size;
+  }
+  return cur >= b;
+}
+
+long ferry_memsync_plan(const struct ferry_region *regions, size_t nregions,
+                        const struct ferry_mapping *maps, size_t nmaps, uint64_t merge_gap,
+                        uint64_t **pairs) {
+  uint64_t *p = malloc((nregions ? nregions : 1) * 2 * sizeof *p);
+  if (!p) return -1;
+  long n = 0;
+  size_t m = 0;
+  for (size_t i = 0; i < nregions; i++) {
+    uint64_t a = regions[i].addr, b = a + regions[i].size;
+    if (a == b) continue;
+    if (n) {
+      uint64_t end = p[2 * (n - 1)] + p[2 * (n - 1) + 1];
+      if (a >= end && a - end <= merge_gap && mapped(maps, nmaps, &m, end, a)) {
+        p[2 * (n - 1) + 1] = b - p[2 * (n - 1)];
+        continue;
+      }
+    }
+    p[2 * n] = a;
+    p[2 * n + 1] = b - a;
+    n++;
+  }
+  *pairs = p;
+  return n;
+}
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* one request: ranges [first, first+n) of the pieces list */
+struct batch {
+  size_t first, n;
+  uint64_t bytes;
+};
+
+struct engine {
+  struct ferry_exec *ex;
+  const struct ferry_driver *d;
+  CUstream s;
+  void *buf[MAX_BUFFERS];
+  CUevent ev[MAX_BUFFERS];
+  int busy[MAX_BUFFERS];
+  unsigned nbuf;
+};
+
+static void engine_free(struct engine *e) {
+  for (unsigned i = 0; i < e->nbuf; i++) {
+    if (e->busy[i]) e->d->EventSynchronize(e->ev[i]);
+    if (e->ev[i]) e->d->EventDestroy(e->ev[i]);
+    if (e->buf[i]) e->d->MemFreeHost(e->buf[i]);
+  }
+  if (e->s) e->d->StreamDestroy(e->s);
+}
+
+int ferry_memsync_run(struct ferry_exec *ex, const uint64_t *pairs, size_t npairs,
+                      const struct ferry_memsync_source *src, const struct ferry_memsync_opts *o,
+                      struct ferry_memsync_stats *st, char *err, size_t errlen) {
+  double t0 = now_ms();
+  memset(st, 0, sizeof *st);
+  uint64_t batch_bytes = o->batch_bytes ? o->batch_bytes : 16u << 20;
+  uint32_t max_ranges = o->max_ranges ? o->max_ranges : 4096;
+  unsigned nbuf = o->buffers < 2 ? 2 : o->buffers > MAX_BUFFERS ? MAX_BUFFERS : o->buffers;
+
+  /* cut the ranges into pieces of at most batch_bytes, then group them */
+  size_t npieces = 0;
+  uint64_t total = 0;
+  for (size_t i = 0; i < npairs; i++) {
+    npieces += (pairs[2 * i + 1] + batch_bytes - 1) / batch_bytes;
+    total += pairs[2 * i + 1];
+  }
+  uint64_t *pieces = malloc((npieces ? npieces : 1) * 2 * sizeof *pieces);
+  struct batch *batches = malloc((npieces ? npieces : 1) * sizeof *batches);
+  struct engine e = {.ex = ex, .d = ferry_exec_driver(ex), .nbuf = nbuf};
+  int rc = 0;
+  if (!pieces || !batches) {
+    snprintf(err, errlen, "out of memory planning mem-sync");
+    rc = 2;
+    goto out;
+  }
+  size_t k = 0, nb = 0;
+  for (size_t i = 0; i < npairs; i++)
+    for (uint64_t off = 0; off < pairs[2 * i + 1]; off += batch_bytes) {
+      uint64_t left = pairs[2 * i + 1] - off;
+      pieces[2 * k] = pairs[2 * i] + off;
+      pieces[2 * k + 1] = left < batch_bytes ? left : batch_bytes;
+      k++;
+    }
+  for (size_t i = 0; i < npieces; i++) {
+    if (!nb || batches[nb - 1].n == max_ranges || batches[nb - 1].bytes + pieces[2 * i + 1] > batch_bytes)
+      batches[nb++] = (struct batch){i, 0, 0};
+    batches[nb - 1].n++;
+    batches[nb - 1].bytes += pieces[2 * i + 1];
+  }
+  st->ranges = npairs;
+  st->requests = nb;
+  if (!nb) goto out;
+
+  CUresult r = e.d->CtxSetCurrent(ferry_exec_context(ex));
+  if (!r) r = e.d->StreamCreateWithPriority(&e.s, CU_STREAM_NON_BLOCKING, 0);
+  for (unsigned i = 0; i < nbuf && !r; i++) {
+    r = e.d->MemHostAlloc(&e.buf[i], batch_bytes, 0);
+    if (!r) r = e.d->EventCreate(&e.ev[i], CU_EVENT_DISABLE_TIMING);
+  }
+  if (r) {
+    snprintf(err, errlen, "cannot set up mem-sync buffers on the local GPU (CUresult %d)", (int)r);
+    rc = ferry_cuda_error_from_cu(r);
+    goto out;
+  }
+  /* keep nbuf requests ahead; the server answers in order */
+  size_t sent = 0, got = 0;
+  uint64_t done = 0;
+  int broken = 0;
+  for (size_t b = 0; b < nb && !rc; b++) {
+    while (sent < nb && sent < b + nbuf) {
+      if (src->request(src->ctx, &pieces[2 * batches[sent].first], (uint32_t)batches[sent].n)) {
+        snprintf(err, errlen, "mem-sync request %zu of %zu could not be sent: the remote GPU is "
+                 "unreachable", sent + 1, nb);
+        rc = 999;
+        broken = 1;
+        break;
+      }
+      sent++;
+    }
+    if (rc) break;
+    unsigned i = (unsigned)(b % nbuf);
+    if (e.busy[i] && (r = e.d->EventSynchronize(e.ev[i]))) break;
+    e.busy[i] = 0;
+    int got_rc = src->receive(src->ctx, e.buf[i], batches[b].bytes);
+    got++;
+    if (got_rc) {
+      snprintf(err, errlen, "mem-sync transfer %zu of %zu failed after %llu of %llu bytes%s", b + 1,
+               nb, (unsigned long long)done, (unsigned long long)total,
+               got_rc < 0 ? ": the connection broke" : "");
+      rc = 999;
+      broken = got_rc < 0;
+      break;
+    }
+    const char *p = e.buf[i];
+    for (size_t j = 0; j < batches[b].n && !r; j++) {
+      const uint64_t *pc = &pieces[2 * (batches[b].first + j)];
+      r = e.d->MemcpyHtoDAsync(pc[0], p, pc[1], e.s);
+      p += pc[1];
+    }
+    if (!r) r = e.d->EventRecord(e.ev[i], e.s);
+    if (r) break;
+    e.busy[i] = 1;
+    done += batches[b].bytes;
+    if (o->progress) o->progress(o->progress_ctx, done, total);
+  }
+  if (!rc && !r) r = e.d->StreamSynchronize(e.s);
+  if (!rc && r) {
+    snprintf(err, errlen, "mem-sync: copying to the local GPU failed (CUresult %d)", (int)r);
+    rc = ferry_cuda_error_from_cu(r);
+    if (!rc) rc = 999;
+  }
+  /* answers still on their way would leave the connection out of step:
+     read and drop them, so the program can go on remotely */
+  if (!broken && got < sent) {
+    void *scratch = malloc(batch_bytes);
+    for (; got < sent; got++)
+      if (!scratch || src->receive(src->ctx, scratch, batches[got].bytes) < 0) break;
+    free(scratch);
+  }
+  if (!rc) st->bytes = done;
+out:
+  engine_free(&e);
+  free(pieces);
+  free(batches);
+  st->ms = now_ms() - t0;
+  return rc;
+}

@@ -1,0 +1,55 @@
+/*
+ * Mem-sync: every live region of a vGPU copied from its remote GPU to the
+ * local one at the same addresses. Regions close together are merged into
+ * one range (the gaps are mapped memory, so copying them is harmless) and
+ * many ranges travel in one gather request, so a thousand small
+ * allocations cost about what one large one does. Requests are pipelined:
+ * while batch k arrives in one pinned buffer, batch k-1 is on its way to
+ * the GPU from the other.
+ */
+#ifndef FERRY_MEMSYNC_H
+#define FERRY_MEMSYNC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/arena.h"
+#include "executor/exec.h"
+
+/* where the bytes come from: the remote server (shim) or a test double */
+struct ferry_memsync_source {
+  /* asks for the bytes of n {addr, size} pairs, back to back */
+  int (*request)(void *ctx, const uint64_t *pairs, uint32_t n);
+  /* reads the answer to the oldest request into dst (len bytes) */
+  int (*receive)(void *ctx, void *dst, uint64_t len);
+  void *ctx;
+};
+
+struct ferry_memsync_opts {
+  uint64_t batch_bytes;  /* bytes per request, also the size of each pinned buffer */
+  uint32_t max_ranges;   /* ranges per request */
+  uint64_t merge_gap;    /* regions closer than this (in mapped memory) become one range */
+  unsigned buffers;      /* pinned buffers (requests in flight), at least 2 */
+  void (*progress)(void *ctx, uint64_t done, uint64_t total);
+  void *progress_ctx;
+};
+void ferry_memsync_defaults(struct ferry_memsync_opts *o);
+
+struct ferry_memsync_stats {
+  uint64_t regions, ranges, requests, bytes;
+  double ms;
+};
+
+/* the merged ranges for regions (sorted, as the arena keeps them) within
+   mappings (sorted): pairs of {addr, size}; returns the count, or -1 when
+   out of memory. *pairs is malloc'ed. */
+long ferry_memsync_plan(const struct ferry_region *regions, size_t nregions,
+                        const struct ferry_mapping *maps, size_t nmaps, uint64_t merge_gap,
+                        uint64_t **pairs);
+
+/* copies the ranges; 0 or a cudaError_t (reason in err) */
+int ferry_memsync_run(struct ferry_exec *ex, const uint64_t *pairs, size_t npairs,
+                      const struct ferry_memsync_source *src, const struct ferry_memsync_opts *o,
+                      struct ferry_memsync_stats *st, char *err, size_t errlen);
+
+#endif

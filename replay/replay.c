@@ -1,0 +1,100 @@
+/*
+ * Runs a replay log against an executor (see replay.h). The calls are the
+ * ones the program made, with the same ids and addresses, so the executor
+ * needs nothing special; only results the program already holds (texture
+ * and surface object values) must come out equal, and are checked.
+ */
+#include "replay/replay.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+struct replay_run {
+  struct ferry_exec *ex;
+  const struct ferry_replay_hooks *hooks;
+  struct ferry_replay_stats *stats;
+  char *err;
+  size_t errlen;
+};
+
+struct bulk_src {
+  const char *p;
+  uint64_t left;
+};
+static int bulk_read(void *ctx, void *dst, size_t n) {
+  struct bulk_src *b = ctx;
+  if (n > b->left) return -1;
+  memcpy(dst, b->p, n);
+  b->p += n;
+  b->left -= n;
+  return 0;
+}
+
+static int replay_one(void *ctx, const struct ferry_record *rec) {
+  struct replay_run *run = ctx;
+  union {
+    struct ferry_module_load_rets module;
+    struct ferry_tex_create_rets tex;
+    struct ferry_surf_create_rets surf;
+    unsigned char any[256];
+  } rets;
+  memset(&rets, 0, sizeof rets);
+  struct bulk_src src = {rec->bulk, rec->bulk_len};
+  struct ferry_bulk_in in = {rec->bulk_len, bulk_read, &src};
+  struct ferry_io io = {rec->bulk ? &in : NULL, NULL};
+  double t0 = now_ms();
+  int rc = ferry_exec_call(run->ex, rec->call, rec->args, &rets, &io);
+  double dt = now_ms() - t0;
+  const char *name = ferry_calls[rec->call].name;
+  if (rec->call == FERRY_CALL_module_load) {
+    run->stats->modules++;
+    run->stats->module_ms += dt;
+  } else {
+    run->stats->other_ms += dt;
+  }
+  run->stats->records++;
+  if (rc) {
+    const char *what = run->hooks && run->hooks->error_name ? run->hooks->error_name(rc) : NULL;
+    if (what)
+      snprintf(run->err, run->errlen, "replaying %s failed on the local GPU: %s%s", name, what,
+               rc == 2 ? " (the local GPU is full)" : "");
+    else
+      snprintf(run->err, run->errlen, "replaying %s failed on the local GPU: cudaError %d", name, rc);
+    return rc;
+  }
+  if ((rec->call == FERRY_CALL_tex_create && rets.tex.object != rec->object) ||
+      (rec->call == FERRY_CALL_surf_create && rets.surf.object != rec->object)) {
+    snprintf(run->err, run->errlen,
+             "the local GPU gave %s object %llu where the program holds %llu; it cannot keep "
+             "its handle", rec->call == FERRY_CALL_tex_create ? "texture" : "surface",
+             (unsigned long long)rets.tex.object, (unsigned long long)rec->object);
+    return 1;
+  }
+  if (rec->call == FERRY_CALL_module_load && run->hooks && run->hooks->module_loaded) {
+    const struct ferry_module_load_args *a = (const void *)rec->args;
+    ferry_blob source = {rec->var_info, rec->var_info_len};
+    int h = run->hooks->module_loaded(run->hooks->ctx, a->module, source, rets.module.var_info);
+    if (h) {
+      snprintf(run->err, run->errlen, "module %u: its variables differ on the local GPU", a->module);
+      return h;
+    }
+  }
+  return 0;
+}
+
+int ferry_replay(struct ferry_recorder *log, struct ferry_exec *ex,
+                 const struct ferry_replay_hooks *hooks, struct ferry_replay_stats *stats,
+                 char *err, size_t errlen) {
+  memset(stats, 0, sizeof *stats);
+  struct replay_run run = {ex, hooks, stats, err, errlen};
+  return ferry_recorder_foreach(log, replay_one, &run);
+}

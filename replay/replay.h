@@ -1,0 +1,36 @@
+/*
+ * Replay: the recorder's log run through an executor on a local GPU, in
+ * call order, so that the vGPU's modules, allocations (at the same
+ * addresses), streams, events, arrays and settings exist there before its
+ * memory is copied.
+ */
+#ifndef FERRY_REPLAY_H
+#define FERRY_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "executor/exec.h"
+#include "recorder/recorder.h"
+
+struct ferry_replay_stats {
+  uint64_t records, modules;
+  double module_ms; /* module loads (the driver's JIT/load work) */
+  double other_ms;  /* everything else */
+};
+
+struct ferry_replay_hooks {
+  /* a module was loaded again: its variables' addresses on the source and
+     on the local GPU ({addr, size} pairs, one per variable, 0 = absent) */
+  int (*module_loaded)(void *ctx, uint32_t module, ferry_blob source_vars, ferry_blob local_vars);
+  const char *(*error_name)(int cuda_error); /* for messages; may be NULL */
+  void *ctx;
+};
+
+/* 0, or a cudaError_t with a reason in err; the executor is then left as
+   it is (the caller closes it) */
+int ferry_replay(struct ferry_recorder *log, struct ferry_exec *ex,
+                 const struct ferry_replay_hooks *hooks, struct ferry_replay_stats *stats,
+                 char *err, size_t errlen);
+
+#endif

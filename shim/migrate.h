@@ -1,0 +1,64 @@
+/*
+ * Moving a vGPU from its remote server onto a GPU of this machine, while the
+ * program runs. The control socket (control.c), FERRY_MIGRATE_AT and the
+ * tests all go through these two entry points.
+ */
+#ifndef FERRY_MIGRATE_H
+#define FERRY_MIGRATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* phases, in order; status reports the one running and each one's time */
+enum ferry_phase {
+  FERRY_PHASE_HOLD,    /* new calls wait; calls in flight finish */
+  FERRY_PHASE_DRAIN,   /* the remote GPU finishes queued work and deferred copies */
+  FERRY_PHASE_SETUP,   /* local context, arena reservation at the same address */
+  FERRY_PHASE_REPLAY,  /* the recorded calls, on the local GPU */
+  FERRY_PHASE_MEMSYNC, /* every live region, remote -> local */
+  FERRY_PHASE_VARS,    /* __device__/__constant__ variables and CUDA arrays by content */
+  FERRY_PHASE_SWITCH,  /* the vGPU runs locally; the remote session is closed */
+  FERRY_PHASE_COUNT
+};
+extern const char *const ferry_phase_names[FERRY_PHASE_COUNT];
+
+enum ferry_migration_state { FERRY_MIG_NONE, FERRY_MIG_RUNNING, FERRY_MIG_DONE, FERRY_MIG_FAILED };
+
+/* a snapshot of one vGPU, for `status` */
+struct ferry_vgpu_status {
+  int index;
+  int local;            /* 0: remote, 1: runs on a local GPU */
+  char where[320];      /* the server URL, or "local GPU 1 (NVIDIA H100 80GB HBM3)" */
+  uint64_t records;     /* live records in the replay log */
+  uint64_t regions;     /* live allocations */
+  uint64_t live_bytes;  /* bytes in them */
+  /* the last (or current) migration */
+  enum ferry_migration_state state;
+  int phase;            /* enum ferry_phase while running */
+  uint64_t bytes_done, bytes_total; /* mem-sync progress */
+  double phase_ms[FERRY_PHASE_COUNT];
+  double total_ms;
+  char error[256];      /* why the last migration failed */
+};
+
+/* Moves vGPU `vgpu` onto local GPU `local_gpu`. Blocks until done. 0, or
+   -1 with a one-line reason in err (the program then goes on remotely,
+   nothing lost). Safe to call from any thread that is not inside a CUDA
+   call of this program. */
+int ferry_migrate(int vgpu, int local_gpu, char *err, size_t errlen);
+
+/* number of vGPUs, and one's snapshot; -1 when index is out of range */
+int ferry_vgpu_count(void);
+int ferry_vgpu_status(int index, struct ferry_vgpu_status *out);
+
+/* FERRY_MIGRATE_AT=<vgpu>:<local>:launch=<N>: called on each launch of vgpu
+   (cheap when unset) */
+void ferry_migrate_at_launch(int vgpu);
+
+/* the control socket: started at init unless FERRY_CONTROL=off (control.c) */
+void ferry_control_start(void);
+/* handles one request line (without its newline); writes one reply line
+   (without newline) beginning "ok" or "error " */
+void ferry_control_handle(const char *line, char *reply, size_t len);
+
+#endif
