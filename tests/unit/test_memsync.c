@@ -1,0 +1,199 @@
+/*
+ * Mem-sync's plan (which regions merge into one range) and its pipelined
+ * copy into the CPU simulation, from a source that serves a known pattern
+ * and can fail a transfer: every byte must land at its own address, and a
+ * failure must still read every answer the source owes.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "replay/memsync.h"
+
+#define MiB (1ull << 20)
+#define ARENA 0x200000000000ull
+#define ARENA_SIZE (1ull << 40)
+
+static unsigned char pattern(uint64_t addr) { return (unsigned char)(addr * 2654435761u >> 13); }
+
+/* ---- the plan ---- */
+
+static void adjacent_regions_merge(void **state) {
+  (void)state;
+  struct ferry_mapping maps[] = {{ARENA, 2 * MiB, 3}};
+  struct ferry_region regs[] = {{ARENA, 4096}, {ARENA + 4096, 4096}, {ARENA + 8192 + 512, 100}};
+  uint64_t *p;
+  long n = ferry_memsync_plan(regs, 3, maps, 1, 64 << 10, &p);
+  assert_int_equal(n, 1);
+  assert_int_equal(p[0], ARENA);
+  assert_int_equal(p[1], 8192 + 512 + 100);
+  free(p);
+}
+
+static void gaps_that_are_unmapped_or_wide_do_not_merge(void **state) {
+  (void)state;
+  /* two mappings with a hole between them */
+  struct ferry_mapping maps[] = {{ARENA, 2 * MiB, 1}, {ARENA + 4 * MiB, 2 * MiB, 1}};
+  struct ferry_region regs[] = {{ARENA + 2 * MiB - 4096, 4096}, /* ends where the hole starts */
+                                {ARENA + 4 * MiB, 4096},        /* after the hole */
+                                {ARENA + 4 * MiB + 1 * MiB, 10}};  /* 1 MiB away: too far */
+  uint64_t *p;
+  long n = ferry_memsync_plan(regs, 3, maps, 2, 64 << 10, &p);
+  assert_int_equal(n, 3);
+  assert_int_equal(p[2], ARENA + 4 * MiB);
+  free(p);
+  /* with a merge gap wider than the hole, the hole still keeps them apart */
+  n = ferry_memsync_plan(regs, 2, maps, 2, 8 * MiB, &p);
+  assert_int_equal(n, 2);
+  free(p);
+}
+
+static void empty_regions_are_skipped(void **state) {
+  (void)state;
+  struct ferry_mapping maps[] = {{ARENA, 2 * MiB, 1}};
+  struct ferry_region regs[] = {{ARENA, 0}};
+  uint64_t *p;
+  assert_int_equal(ferry_memsync_plan(regs, 1, maps, 1, 0, &p), 0);
+  free(p);
+}
+
+/* ---- the copy ---- */
+
+struct fake_src {
+  uint64_t pending[64][2]; /* per request: first pair index into pairs, count */
+  const uint64_t *reqs[64];
+  uint32_t nreq[64];
+  unsigned sent, received, fail_at; /* fail_at: 1-based receive that fails, 0 none */
+  unsigned max_in_flight;
+};
+
+static int fake_request(void *ctx, const uint64_t *pairs, uint32_t n) {
+  struct fake_src *s = ctx;
+  if (s->sent == 64) return -1;
+  s->reqs[s->sent] = pairs;
+  s->nreq[s->sent] = n;
+  s->sent++;
+  if (s->sent - s->received > s->max_in_flight) s->max_in_flight = s->sent - s->received;
+  return 0;
+}
+
+static int fake_receive(void *ctx, void *dst, uint64_t len) {
+  struct fake_src *s = ctx;
+  assert_true(s->received < s->sent); /* never reads an answer it did not ask for */
+  const uint64_t *pairs = s->reqs[s->received];
+  uint32_t n = s->nreq[s->received];
+  s->received++;
+  unsigned char *out = dst;
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    for (uint64_t k = 0; k < pairs[2 * i + 1]; k++) out[total + k] = pattern(pairs[2 * i] + k);
+    total += pairs[2 * i + 1];
+  }
+  assert_int_equal(total, len);
+  return s->fail_at && s->received == s->fail_at ? 1 : 0;
+}
+
+static struct ferry_exec *open_sim(void) {
+  char err[256];
+  const struct ferry_driver *d = ferry_driver_sim(NULL, err, sizeof err);
+  assert_non_null(d);
+  struct ferry_exec *ex = ferry_exec_open(d, 0, ARENA, ARENA_SIZE, err, sizeof err);
+  assert_non_null(ex);
+  return ex;
+}
+
+static void map(struct ferry_exec *ex, uint64_t addr, uint64_t size) {
+  struct ferry_mem_map_args a = {addr, size};
+  assert_int_equal(ferry_exec_call(ex, FERRY_CALL_mem_map, &a, NULL, NULL), 0);
+}
+
+static void check(struct ferry_exec *ex, uint64_t addr, uint64_t len) {
+  unsigned char *buf = malloc(len);
+  const struct ferry_driver *d = ferry_exec_driver(ex);
+  assert_int_equal(d->MemcpyDtoHAsync(buf, addr, len, NULL), 0);
+  assert_int_equal(d->CtxSynchronize(), 0);
+  for (uint64_t k = 0; k < len; k++)
+    if (buf[k] != pattern(addr + k)) fail_msg("byte at 0x%llx differs", (unsigned long long)(addr + k));
+  free(buf);
+}
+
+static void copies_every_byte_in_pipelined_batches(void **state) {
+  (void)state;
+  struct ferry_exec *ex = open_sim();
+  map(ex, ARENA, 2 * MiB);
+  map(ex, ARENA + 4 * MiB, 8 * MiB);
+  struct ferry_region regs[1100];
+  size_t n = 0;
+  for (int i = 0; i < 1024; i++) regs[n++] = (struct ferry_region){ARENA + i * 1024ull, 1000};
+  regs[n++] = (struct ferry_region){ARENA + 4 * MiB, 7 * MiB + 3};
+  struct ferry_mapping maps[] = {{ARENA, 2 * MiB, 1024}, {ARENA + 4 * MiB, 8 * MiB, 1}};
+  uint64_t *pairs;
+  long np = ferry_memsync_plan(regs, n, maps, 2, 64 << 10, &pairs);
+  assert_int_equal(np, 2); /* 1024 small regions became one range */
+  struct ferry_memsync_opts o;
+  ferry_memsync_defaults(&o);
+  o.batch_bytes = 1 * MiB; /* many batches, to exercise the pipeline */
+  o.buffers = 3;
+  struct fake_src s = {0};
+  struct ferry_memsync_source src = {fake_request, fake_receive, &s};
+  struct ferry_memsync_stats st;
+  char err[256] = "";
+  assert_int_equal(ferry_memsync_run(ex, pairs, (size_t)np, &src, &o, &st, err, sizeof err), 0);
+  assert_int_equal(s.received, s.sent);
+  assert_int_equal(s.max_in_flight, 3);
+  assert_int_equal(st.bytes, 1023 * 1024ull + 1000 + 7 * MiB + 3);
+  check(ex, ARENA, 1023 * 1024ull + 1000);
+  check(ex, ARENA + 4 * MiB, 7 * MiB + 3);
+  free(pairs);
+  ferry_exec_close(ex);
+}
+
+static void failed_transfer_still_reads_every_answer(void **state) {
+  (void)state;
+  struct ferry_exec *ex = open_sim();
+  map(ex, ARENA, 8 * MiB);
+  uint64_t pairs[] = {ARENA, 8 * MiB};
+  struct ferry_memsync_opts o;
+  ferry_memsync_defaults(&o);
+  o.batch_bytes = 1 * MiB;
+  struct fake_src s = {.fail_at = 2};
+  struct ferry_memsync_source src = {fake_request, fake_receive, &s};
+  struct ferry_memsync_stats st;
+  char err[256] = "";
+  assert_int_not_equal(ferry_memsync_run(ex, pairs, 1, &src, &o, &st, err, sizeof err), 0);
+  assert_non_null(strstr(err, "transfer 2 of 8 failed"));
+  assert_int_equal(s.received, s.sent); /* the connection stays in step */
+  ferry_exec_close(ex);
+}
+
+static void local_copy_failure_is_reported(void **state) {
+  (void)state;
+  struct ferry_exec *ex = open_sim();
+  uint64_t pairs[] = {ARENA + 64 * MiB, 1 * MiB}; /* never mapped on the local side */
+  struct ferry_memsync_opts o;
+  ferry_memsync_defaults(&o);
+  struct fake_src s = {0};
+  struct ferry_memsync_source src = {fake_request, fake_receive, &s};
+  struct ferry_memsync_stats st;
+  char err[256] = "";
+  assert_int_not_equal(ferry_memsync_run(ex, pairs, 1, &src, &o, &st, err, sizeof err), 0);
+  assert_non_null(strstr(err, "local GPU"));
+  assert_int_equal(s.received, s.sent);
+  ferry_exec_close(ex);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(adjacent_regions_merge),
+      cmocka_unit_test(gaps_that_are_unmapped_or_wide_do_not_merge),
+      cmocka_unit_test(empty_regions_are_skipped),
+      cmocka_unit_test(copies_every_byte_in_pipelined_batches),
+      cmocka_unit_test(failed_transfer_still_reads_every_answer),
+      cmocka_unit_test(local_copy_failure_is_reported),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
