@@ -184,6 +184,11 @@ int ferry_connect_vgpu(struct ferry_vgpu *v) {
    ends, as the CUDA driver does when it tears its contexts down */
 static void drain_at_exit(void) {
   if (ferry.forked) return;
+  /* FERRY_STATS: how much work each device did (tests pick migration points from it) */
+  for (int i = 0; i < ferry.count && getenv("FERRY_STATS"); i++)
+    ferry_log("stats: device=%d launches=%llu backend=%s", i,
+              (unsigned long long)__atomic_load_n(&ferry.vgpus[i].launches, __ATOMIC_RELAXED),
+              ferry_is_local(&ferry.vgpus[i]) ? "local" : "remote");
   for (int i = 0; i < ferry.count; i++) {
     struct ferry_vgpu *v = &ferry.vgpus[i];
     if (!v->conn || v->dead) continue;

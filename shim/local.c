@@ -89,16 +89,19 @@ struct ferry_local *ferry_local_open(struct ferry_vgpu *v, int gpu, char *err, s
   return L;
 }
 
+static __thread CUcontext thread_ctx;
+
 void ferry_local_close(struct ferry_local *L, struct ferry_vgpu *v) {
   (void)v;
   if (!L) return;
   ferry_exec_close(L->ex);
+  /* a later context may get the same handle; this thread has none current now */
+  thread_ctx = NULL;
   pthread_mutex_destroy(&L->lock);
   free(L);
 }
 
 /* the context must be current in each thread that calls the driver */
-static __thread CUcontext thread_ctx;
 static inline void make_current(struct ferry_local *L) {
   if (thread_ctx != L->ctx) {
     L->d->CtxSetCurrent(L->ctx);

@@ -52,6 +52,7 @@ int ferry_vgpu_status(int index, struct ferry_vgpu_status *out) {
   else
     snprintf(out->where, sizeof out->where, "%s%s", v->url_text, v->dead ? " (connection lost)" : "");
   out->records = out->local ? 0 : ferry_recorder_live(&v->log);
+  out->launches = __atomic_load_n(&v->launches, __ATOMIC_RELAXED);
   pthread_mutex_lock(&v->arena_lock);
   out->regions = v->arena.nregions;
   out->live_bytes = v->arena.live_bytes;
@@ -272,6 +273,12 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
   if (ferry_replay(&v->log, ferry_local_exec(m->L), &hooks, &rs, why, sizeof why))
     return fail(m, "%s", why);
   *records = rs.records;
+  pthread_mutex_lock(&mig_lock);
+  v->mig.records_replayed = rs.records;
+  v->mig.modules_replayed = rs.modules;
+  v->mig.replay_module_ms = rs.module_ms;
+  v->mig.replay_other_ms = rs.other_ms;
+  pthread_mutex_unlock(&mig_lock);
   if (fault("replay")) return fail(m, "replaying the log failed (injected fault)%s", "");
 
   enter_phase(m, FERRY_PHASE_MEMSYNC);
@@ -291,6 +298,11 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
   free(pairs);
   if (rc) return fail(m, "%s", why);
   *bytes = ms.bytes;
+  pthread_mutex_lock(&mig_lock);
+  v->mig.bytes_copied = ms.bytes;
+  v->mig.ranges_copied = ms.ranges;
+  v->mig.requests = ms.requests;
+  pthread_mutex_unlock(&mig_lock);
 
   enter_phase(m, FERRY_PHASE_VARS);
   if (copy_vars(m) || ferry_recorder_foreach(&v->log, copy_array, m))
@@ -339,7 +351,8 @@ int ferry_migrate(int vi, int gpu, char *err, size_t errlen) {
     if (busy) return refuse(err, errlen, busy, vi, 0);
     return refuse(err, errlen, "local GPU %d already runs device %d", gpu, other);
   }
-  v->mig = (struct ferry_vgpu_status){.state = FERRY_MIG_RUNNING, .phase = FERRY_PHASE_HOLD};
+  v->mig = (struct ferry_vgpu_status){.state = FERRY_MIG_RUNNING, .phase = FERRY_PHASE_HOLD,
+                                      .launch_at_start = v->launches};
   pthread_mutex_unlock(&mig_lock);
 
   struct mig m = {.v = v, .gpu = gpu, .err = err, .errlen = errlen, .t_phase = now_ms()};
@@ -376,6 +389,18 @@ int ferry_migrate(int vi, int gpu, char *err, size_t errlen) {
   ferry_log("device %d now runs on local GPU %d (%s): %llu records replayed, %.1f MiB copied, "
             "%.1f ms", vi, gpu, ferry_local_name(v->lx), (unsigned long long)records,
             bytes / 1048576.0, total);
+  if (getenv("FERRY_STATS")) {
+    struct ferry_vgpu_status st;
+    ferry_vgpu_status(vi, &st);
+    ferry_log("migration stats: device=%d records=%llu modules=%llu replay_module_ms=%.3f "
+              "replay_other_ms=%.3f bytes=%llu ranges=%llu requests=%llu hold_ms=%.3f "
+              "drain_ms=%.3f setup_ms=%.3f replay_ms=%.3f memsync_ms=%.3f vars_ms=%.3f "
+              "switch_ms=%.3f total_ms=%.3f", vi, (unsigned long long)st.records_replayed,
+              (unsigned long long)st.modules_replayed, st.replay_module_ms, st.replay_other_ms,
+              (unsigned long long)st.bytes_copied, (unsigned long long)st.ranges_copied,
+              (unsigned long long)st.requests, st.phase_ms[0], st.phase_ms[1], st.phase_ms[2],
+              st.phase_ms[3], st.phase_ms[4], st.phase_ms[5], st.phase_ms[6], st.total_ms);
+  }
   if (ferry_symbol_address_taken)
     ferry_log("warning: the program took a __device__ variable's address (cudaGetSymbolAddress) "
               "before the migration; that address is not valid on the local GPU");
@@ -405,9 +430,9 @@ static void parse_at(void) {
 
 void ferry_migrate_at_launch(int vgpu) {
   pthread_once(&at_once, parse_at);
-  if (at_vgpu != vgpu) return;
   struct ferry_vgpu *v = &ferry.vgpus[vgpu];
-  if (__atomic_add_fetch(&v->launches, 1, __ATOMIC_RELAXED) != at_launch) return;
+  uint64_t n = __atomic_add_fetch(&v->launches, 1, __ATOMIC_RELAXED);
+  if (at_vgpu != vgpu || n != at_launch) return;
   char err[300];
   if (ferry_migrate(vgpu, at_gpu, err, sizeof err))
     ferry_log("migration of device %d to local GPU %d failed: %s", vgpu, at_gpu, err);

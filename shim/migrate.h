@@ -38,6 +38,12 @@ struct ferry_vgpu_status {
   uint64_t bytes_done, bytes_total; /* mem-sync progress */
   double phase_ms[FERRY_PHASE_COUNT];
   double total_ms;
+  /* what the last successful migration did */
+  uint64_t records_replayed, modules_replayed;
+  double replay_module_ms, replay_other_ms; /* replay split: module loads / the rest */
+  uint64_t bytes_copied, ranges_copied, requests; /* mem-sync */
+  uint64_t launches;        /* kernel launches so far */
+  uint64_t launch_at_start; /* launches before the last migration began */
   char error[256];      /* why the last migration failed */
 };
 
