@@ -9,3 +9,24 @@ add_custom_command(
   COMMENT "nvcc -cudart shared bench_calls.cu"
   VERBATIM)
 add_custom_target(ferry_bench_apps ALL DEPENDS ${FERRY_BENCH_APP})
+
+# Migration benchmarks (issue 3): bench/run_migrate_gpu.sh runs them,
+# bench/migrate_report.py turns their logs into bench/results/.
+add_executable(ferry-bench-record ${CMAKE_SOURCE_DIR}/bench/record_bench.c)
+target_link_libraries(ferry-bench-record PRIVATE ferry_recorder ferry_protocol)
+set(FERRY_MIG_BENCH_APPS)
+foreach(app mig_regions mig_iterative)
+  add_custom_command(
+    OUTPUT ${CMAKE_BINARY_DIR}/bench/${app}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/bench
+    COMMAND ${FERRY_NVCC} -cudart shared -arch=sm_90 -O2 -o ${CMAKE_BINARY_DIR}/bench/${app}
+            ${CMAKE_SOURCE_DIR}/bench/apps/${app}.cu
+    DEPENDS ${CMAKE_SOURCE_DIR}/bench/apps/${app}.cu
+    COMMENT "nvcc -cudart shared ${app}.cu"
+    VERBATIM)
+  list(APPEND FERRY_MIG_BENCH_APPS ${CMAKE_BINARY_DIR}/bench/${app})
+endforeach()
+add_custom_target(ferry_bench_mig_apps ALL DEPENDS ${FERRY_MIG_BENCH_APPS})
+# CPU twins of their kernels, for runs on the simulation (FERRY_BENCH_SIM=1)
+add_library(bench_twins MODULE ${CMAKE_SOURCE_DIR}/bench/twins/bench_twins.c)
+set_target_properties(bench_twins PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)

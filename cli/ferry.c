@@ -1,27 +1,44 @@
 /*
  * The ferry command line. `ferry run -- prog args` starts a program with
  * ferry's libcudart.so.13 first on its library path, so the program's CUDA
- * runtime calls go to the remote GPUs named in FERRY_DEVICES.
+ * runtime calls go to the remote GPUs named in FERRY_DEVICES. `ferry ls`,
+ * `ferry status` and `ferry migrate` talk to running programs over their
+ * control sockets (docs/control.md); the CLI never links the shim.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include "json_lite.h"
 
 #define SHIM_NAME "libcudart.so.13"
 
 static void usage(FILE *out) {
   fprintf(out,
           "usage: ferry run [--devices URL[,URL...]] -- PROGRAM [ARGS...]\n"
+          "       ferry ls [--json]\n"
+          "       ferry status (--pid PID | --socket PATH) [--json]\n"
+          "       ferry migrate (--pid PID | --socket PATH) VGPU LOCAL_GPU\n"
           "       ferry version\n"
           "\n"
           "run      start PROGRAM (built with `nvcc -cudart shared`) on remote GPUs.\n"
           "         Devices come from --devices, FERRY_DEVICES=tcp://host:7420/0,...\n"
           "         or RCUDA_DEVICE_COUNT=N with RCUDA_DEVICE_<i>=host[@port]:gpu.\n"
-          "         FERRY_LIBDIR overrides where " SHIM_NAME " is found.\n");
+          "         FERRY_LIBDIR overrides where " SHIM_NAME " is found.\n"
+          "ls       list running ferry programs: pid, vGPUs, where each runs, socket.\n"
+          "status   one program's vGPUs: backend, records, live memory, last migration.\n"
+          "migrate  move vGPU VGPU of a running program onto its machine's GPU LOCAL_GPU;\n"
+          "         waits for the end and shows the memory copy's progress on stderr.\n"
+          "         Control sockets live in FERRY_CONTROL_DIR, else XDG_RUNTIME_DIR, else /tmp.\n");
 }
 
 /* the lib directory next to this binary's bin directory */
@@ -135,12 +152,468 @@ static int cmd_run(int argc, char **argv) {
   return errno == ENOENT ? 127 : 126;
 }
 
+/* ---- control sockets of running programs (ls, status, migrate) ---- */
+
+#define REPLY_MAX (65536 + 2) /* a program's longest reply line and its \n */
+#define STATUS_TIMEOUT_MS 5000 /* a program that does not answer status is stuck */
+#define POLL_MS 200            /* migrate's progress: how often status is asked */
+
+/* the shim's rule (shim/control.c) */
+static const char *control_dir(void) {
+  const char *dir = getenv("FERRY_CONTROL_DIR");
+  if (!dir || !*dir) dir = getenv("XDG_RUNTIME_DIR");
+  return dir && *dir ? dir : "/tmp";
+}
+
+/* -1 with errno on failure */
+static int ctl_connect(const char *path) {
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  if (strlen(path) >= sizeof a.sun_path) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  strcpy(a.sun_path, path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+/* reads one reply line into r (without its \n); timeout_ms < 0 waits for
+   ever. 0, or -1 with a reason in r */
+static int ctl_read(int fd, char *r, size_t n, int timeout_ms) {
+  size_t have = 0;
+  for (;;) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int rc = poll(&p, 1, timeout_ms);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc == 0) {
+      snprintf(r, n, "the program did not answer within %d ms", timeout_ms);
+      return -1;
+    }
+    ssize_t got = rc < 0 ? -1 : recv(fd, r + have, n - 1 - have, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      snprintf(r, n, "the program closed the connection without a reply%s",
+               got < 0 ? "" : " (did it exit?)");
+      return -1;
+    }
+    have += (size_t)got;
+    char *nl = memchr(r, '\n', have);
+    if (nl) {
+      *nl = '\0';
+      return 0;
+    }
+    if (have == n - 1) {
+      snprintf(r, n, "the reply is longer than %zu bytes", n - 2);
+      return -1;
+    }
+  }
+}
+
+/* sends one request line: 0, or -1 with a reason in r */
+static int ctl_send(int fd, const char *req, char *r, size_t n) {
+  char line[300];
+  int len = snprintf(line, sizeof line, "%s\n", req);
+  for (int off = 0; off < len;) {
+    ssize_t w = send(fd, line + off, (size_t)(len - off), MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      snprintf(r, n, "cannot send to the program: %s", strerror(errno));
+      return -1;
+    }
+    off += (int)w;
+  }
+  return 0;
+}
+
+static int ctl_ask(int fd, const char *req, char *r, size_t n, int timeout_ms) {
+  return ctl_send(fd, req, r, n) ? -1 : ctl_read(fd, r, n, timeout_ms);
+}
+
+/* which program a verb talks to: --pid P or --socket PATH */
+struct target {
+  char path[PATH_MAX];
+  long pid; /* -1 with --socket */
+};
+
+/* why a program's socket cannot be reached, for people */
+static void explain_connect(const char *verb, const struct target *t, int e) {
+  if (t->pid < 0) {
+    fprintf(stderr, "ferry %s: %s: %s\n", verb, t->path, strerror(e));
+  } else if (e == ENOENT) {
+    fprintf(stderr, "ferry %s: no ferry program with pid %ld: %s does not exist%s\n", verb,
+            t->pid, t->path,
+            kill((pid_t)t->pid, 0) == 0 || errno == EPERM
+                ? " (the process runs: not under ferry, FERRY_CONTROL=off, another "
+                  "FERRY_CONTROL_DIR, or no CUDA call yet)"
+                : "");
+  } else if (e == ECONNREFUSED) {
+    fprintf(stderr, "ferry %s: pid %ld is gone (%s is a stale socket)\n", verb, t->pid, t->path);
+  } else {
+    fprintf(stderr, "ferry %s: %s: %s\n", verb, t->path, strerror(e));
+  }
+}
+
+static int parse_pid(const char *s, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (!*s || *end || errno || v <= 0 || v > INT_MAX) return -1;
+  *out = v;
+  return 0;
+}
+
+/* parses --pid/--socket/--json, in any order, and up to `npos` positional
+   arguments. 0, or 2 (usage) after saying why */
+static int parse_target(const char *verb, int argc, char **argv, struct target *t, int *json,
+                        char **pos, int npos) {
+  int have_target = 0, got = 0;
+  t->pid = -1;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i], *val = NULL;
+    if (!strcmp(a, "--pid") || !strcmp(a, "--socket")) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "ferry %s: %s needs a value\n", verb, a);
+        return 2;
+      }
+      val = argv[++i];
+    } else if (!strncmp(a, "--pid=", 6) || !strncmp(a, "--socket=", 9)) {
+      val = strchr(a, '=') + 1;
+    }
+    if (val) {
+      if (have_target++) {
+        fprintf(stderr, "ferry %s: give one --pid or --socket\n", verb);
+        return 2;
+      }
+      if (a[2] == 'p') {
+        if (parse_pid(val, &t->pid)) {
+          fprintf(stderr, "ferry %s: --pid '%s' is not a process id\n", verb, val);
+          return 2;
+        }
+        snprintf(t->path, sizeof t->path, "%s/ferry-%ld.sock", control_dir(), t->pid);
+      } else {
+        snprintf(t->path, sizeof t->path, "%s", val);
+      }
+    } else if (json && !strcmp(a, "--json")) {
+      *json = 1;
+    } else if (a[0] == '-' && a[1] && !(a[1] >= '0' && a[1] <= '9')) {
+      fprintf(stderr, "ferry %s: unknown option '%s'\n", verb, a);
+      return 2;
+    } else if (got < npos) {
+      pos[got++] = argv[i];
+    } else {
+      fprintf(stderr, "ferry %s: unexpected argument '%s'\n", verb, a);
+      return 2;
+    }
+  }
+  if (!have_target) {
+    fprintf(stderr, "ferry %s: which program? give --pid PID or --socket PATH (see ferry ls)\n",
+            verb);
+    return 2;
+  }
+  if (got < npos) {
+    fprintf(stderr, "ferry %s: missing arguments\n", verb);
+    return 2;
+  }
+  return 0;
+}
+
+/* "1.2/4.0 GiB": both in the unit of the total */
+static void format_bytes(char *out, size_t n, double done, double total) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  double scale = 1;
+  while (u < 4 && total >= scale * 1024) scale *= 1024, u++;
+  if (done < 0) snprintf(out, n, "%.*f %s", u ? 1 : 0, total / scale, units[u]);
+  else snprintf(out, n, "%.*f/%.*f %s", u ? 1 : 0, done / scale, u ? 1 : 0, total / scale, units[u]);
+}
+
+static double num(const char *obj, const char *key) {
+  double v = 0;
+  jl_num(jl_get(obj, key), &v);
+  return v;
+}
+
+static void str(const char *obj, const char *key, char *out, size_t n) {
+  if (jl_str(jl_get(obj, key), out, n)) snprintf(out, n, "-");
+}
+
+/* the `ok {json}` status of the program behind fd; NULL after saying why */
+static const char *get_status(const char *verb, int fd, char *reply, size_t n) {
+  if (ctl_ask(fd, "status", reply, n, STATUS_TIMEOUT_MS)) {
+    fprintf(stderr, "ferry %s: %s\n", verb, reply);
+    return NULL;
+  }
+  if (strncmp(reply, "ok {", 4) || !jl_skip(reply + 3)) {
+    fprintf(stderr, "ferry %s: the program answered: %s\n", verb, reply);
+    return NULL;
+  }
+  return reply + 3;
+}
+
+/* "memsync 1.2/4.0 GiB (30%)", or "" when no copy is under way */
+static int memsync_progress(const char *mig, char *out, size_t n) {
+  char phase[32], state[32], b[64];
+  str(mig, "state", state, sizeof state);
+  str(mig, "phase", phase, sizeof phase);
+  double done = num(mig, "bytes_done"), total = num(mig, "bytes_total");
+  out[0] = '\0';
+  if (strcmp(state, "running") || strcmp(phase, "memsync") || total <= 0) return -1;
+  format_bytes(b, sizeof b, done, total);
+  snprintf(out, n, "memsync %s (%d%%)", b, (int)(100 * done / total));
+  return (int)(100 * done / total);
+}
+
+static void print_migration(const char *mig) {
+  char state[32], phase[32], error[300], times[512], progress[96];
+  str(mig, "state", state, sizeof state);
+  str(mig, "phase", phase, sizeof phase);
+  str(mig, "error", error, sizeof error);
+  size_t len = 0;
+  const char *ms = jl_get(mig, "phase_ms"), *v;
+  char name[32];
+  times[0] = '\0';
+  for (int i = 0; (v = jl_member(ms, i, name, sizeof name)) && len < sizeof times; i++) {
+    double t = 0;
+    jl_num(v, &t);
+    len += (size_t)snprintf(times + len, sizeof times - len, "%s%s %.1f", i ? ", " : "", name, t);
+  }
+  if (!strcmp(state, "running")) {
+    if (memsync_progress(mig, progress, sizeof progress) < 0)
+      snprintf(progress, sizeof progress, "%s", phase);
+    printf("  migration: running, %s\n", progress);
+  } else if (!strcmp(state, "done")) {
+    char copied[64];
+    format_bytes(copied, sizeof copied, -1, num(mig, "bytes_copied"));
+    printf("  migration: done in %.1f ms (%s ms)\n", num(mig, "total_ms"), times);
+    printf("             at launch %.0f; replayed %.0f records, %.0f modules (%.1f ms, rest %.1f "
+           "ms); copied %s in %.0f ranges, %.0f requests\n",
+           num(mig, "launch_at_start"), num(mig, "records_replayed"), num(mig, "modules_replayed"),
+           num(mig, "replay_module_ms"), num(mig, "replay_other_ms"), copied,
+           num(mig, "ranges_copied"), num(mig, "requests"));
+  } else if (!strcmp(state, "failed")) {
+    printf("  migration: failed in %s after %.1f ms: %s\n", phase, num(mig, "total_ms"), error);
+    printf("             phases: %s ms\n", times);
+  } else {
+    printf("  migration: none\n");
+  }
+}
+
+static void print_status(const char *st, const char *path) {
+  printf("pid %.0f  socket %s\n", num(st, "pid"), path);
+  const char *vgpus = jl_get(st, "vgpus"), *v;
+  int i = 0;
+  for (; (v = jl_at(vgpus, i)); i++) {
+    char backend[32], where[400], bytes[64];
+    str(v, "backend", backend, sizeof backend);
+    str(v, "where", where, sizeof where);
+    format_bytes(bytes, sizeof bytes, -1, num(v, "live_bytes"));
+    printf("vGPU %.0f  %s  %s\n", num(v, "index"), backend, where);
+    printf("  records %.0f, live regions %.0f (%s), launches %.0f\n", num(v, "records"),
+           num(v, "regions"), bytes, num(v, "launches"));
+    print_migration(jl_get(v, "migration"));
+  }
+  if (!i) printf("no vGPU yet (the program has made no CUDA call that needs one)\n");
+}
+
+static char reply_buf[REPLY_MAX], poll_buf[REPLY_MAX];
+
+static int cmd_status(int argc, char **argv) {
+  struct target t;
+  int json = 0, rc = parse_target("status", argc, argv, &t, &json, NULL, 0);
+  if (rc) return rc;
+  int fd = ctl_connect(t.path);
+  if (fd < 0) {
+    explain_connect("status", &t, errno);
+    return 1;
+  }
+  const char *st = get_status("status", fd, reply_buf, sizeof reply_buf);
+  close(fd);
+  if (!st) return 1;
+  if (json) printf("%s\n", st);
+  else print_status(st, t.path);
+  return 0;
+}
+
+/* pid from "ferry-<pid>.sock", or -1 */
+static long socket_pid(const char *name) {
+  long pid;
+  char digits[32];
+  size_t n = strlen(name);
+  if (n < 11 || n - 10 >= sizeof digits || strncmp(name, "ferry-", 6) || strcmp(name + n - 5, ".sock"))
+    return -1;
+  memcpy(digits, name + 6, n - 11);
+  digits[n - 11] = '\0';
+  return parse_pid(digits, &pid) ? -1 : pid;
+}
+
+static void print_json_string(const char *s) {
+  putchar('"');
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') printf("\\%c", *s);
+    else if ((unsigned char)*s < 0x20) printf("\\u%04x", (unsigned char)*s);
+    else putchar(*s);
+  }
+  putchar('"');
+}
+
+static int by_pid(const void *a, const void *b) {
+  long x = *(const long *)a, y = *(const long *)b;
+  return (x > y) - (x < y);
+}
+
+static int cmd_ls(int argc, char **argv) {
+  int json = 0;
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--json")) {
+      json = 1;
+    } else {
+      fprintf(stderr, "ferry ls: unknown argument '%s'\n", argv[i]);
+      return 2;
+    }
+  }
+  const char *dir = control_dir();
+  DIR *d = opendir(dir);
+  if (!d) {
+    fprintf(stderr, "ferry ls: %s: %s\n", dir, strerror(errno));
+    return 1;
+  }
+  long pids[4096];
+  size_t count = 0;
+  for (struct dirent *e; (e = readdir(d)) && count < sizeof pids / sizeof pids[0];) {
+    long pid = socket_pid(e->d_name);
+    if (pid > 0) pids[count++] = pid;
+  }
+  closedir(d);
+  qsort(pids, count, sizeof pids[0], by_pid);
+  int shown = 0;
+  if (json) printf("[");
+  else printf("%-8s %-5s %-8s %-40s %s\n", "PID", "vGPU", "BACKEND", "WHERE", "SOCKET");
+  for (size_t k = 0; k < count; k++) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/ferry-%ld.sock", dir, pids[k]);
+    int fd = ctl_connect(path);
+    if (fd < 0) continue; /* a program that died without removing its socket */
+    int ok = !ctl_ask(fd, "status", reply_buf, sizeof reply_buf, STATUS_TIMEOUT_MS) &&
+             !strncmp(reply_buf, "ok {", 4) && jl_skip(reply_buf + 3);
+    close(fd);
+    if (!ok) {
+      fprintf(stderr, "ferry ls: %s: %s\n", path, reply_buf);
+      continue;
+    }
+    const char *st = reply_buf + 3, *v;
+    if (json) {
+      /* the status object as received, with its socket added in front */
+      const char *rest = st + 1;
+      while (*rest == ' ') rest++;
+      printf("%s{\"socket\":", shown ? "," : "");
+      print_json_string(path);
+      printf("%s%s", *rest == '}' ? "" : ",", rest);
+    }
+    int i = 0;
+    for (; !json && (v = jl_at(jl_get(st, "vgpus"), i)); i++) {
+      char backend[32], where[400];
+      str(v, "backend", backend, sizeof backend);
+      str(v, "where", where, sizeof where);
+      printf("%-8ld %-5.0f %-8s %-40s %s\n", pids[k], num(v, "index"), backend, where, path);
+    }
+    if (!json && !i) printf("%-8ld %-5s %-8s %-40s %s\n", pids[k], "-", "-", "(no vGPU yet)", path);
+    shown++;
+  }
+  if (json) printf("]\n");
+  else if (!shown) fprintf(stderr, "ferry ls: no running ferry program has a socket in %s\n", dir);
+  return 0;
+}
+
+/* the migration of vGPU `vgpu`, from the program's status */
+static const char *find_migration(const char *st, long vgpu) {
+  const char *v;
+  for (int i = 0; (v = jl_at(jl_get(st, "vgpus"), i)); i++)
+    if (num(v, "index") == (double)vgpu) return jl_get(v, "migration");
+  return NULL;
+}
+
+static int cmd_migrate(int argc, char **argv) {
+  struct target t;
+  char *pos[2];
+  int rc = parse_target("migrate", argc, argv, &t, NULL, pos, 2);
+  if (rc) return rc;
+  long idx[2];
+  for (int i = 0; i < 2; i++) {
+    char *end;
+    errno = 0;
+    idx[i] = strtol(pos[i], &end, 10);
+    if (!*pos[i] || *end || errno || idx[i] < 0 || idx[i] > INT_MAX) {
+      fprintf(stderr, "ferry migrate: %s '%s' must be a number from 0\n", i ? "LOCAL_GPU" : "VGPU",
+              pos[i]);
+      return 2;
+    }
+  }
+  int fd = ctl_connect(t.path);
+  if (fd < 0) {
+    explain_connect("migrate", &t, errno);
+    return 1;
+  }
+  char req[64];
+  snprintf(req, sizeof req, "migrate %ld %ld", idx[0], idx[1]);
+  if (ctl_send(fd, req, reply_buf, sizeof reply_buf)) {
+    fprintf(stderr, "ferry migrate: %s\n", reply_buf);
+    close(fd);
+    return 1;
+  }
+  /* a second connection asks status while the first waits for the end */
+  int tty = isatty(2), shown = -1, pfd = -1, polling = 1;
+  for (;;) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int r = poll(&p, 1, polling ? POLL_MS : -1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r != 0) break;
+    if (pfd < 0) pfd = ctl_connect(t.path);
+    char line[128];
+    const char *mig;
+    if (pfd < 0 || ctl_ask(pfd, "status", poll_buf, sizeof poll_buf, STATUS_TIMEOUT_MS) ||
+        strncmp(poll_buf, "ok {", 4) || !(mig = find_migration(poll_buf + 3, idx[0]))) {
+      polling = 0; /* progress is a nicety: the migration goes on without it */
+      continue;
+    }
+    int pct = memsync_progress(mig, line, sizeof line);
+    if (pct < 0) continue;
+    if (tty) fprintf(stderr, "\rferry: vgpu %ld %s\033[K", idx[0], line);
+    else if (pct != shown) fprintf(stderr, "ferry: vgpu %ld %s\n", idx[0], line);
+    shown = pct;
+  }
+  if (pfd >= 0) close(pfd);
+  if (tty && shown >= 0) fprintf(stderr, "\n");
+  rc = ctl_read(fd, reply_buf, sizeof reply_buf, -1);
+  close(fd);
+  if (rc) {
+    fprintf(stderr, "ferry migrate: %s\n", reply_buf);
+    return 1;
+  }
+  if (!strncmp(reply_buf, "ok ", 3)) {
+    printf("%s\n", reply_buf + 3);
+    return 0;
+  }
+  fprintf(stderr, "ferry migrate: %s\n",
+          !strncmp(reply_buf, "error ", 6) ? reply_buf + 6 : reply_buf);
+  return 1;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
   if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "ls")) return cmd_ls(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "status")) return cmd_status(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "migrate")) return cmd_migrate(argc - 2, argv + 2);
   if (!strcmp(argv[1], "version")) {
     printf("ferry 0.1 (protocol 1)\n");
     return 0;

@@ -53,7 +53,7 @@ int exec_reserve_arena(struct ferry_exec *ex, char *err, size_t errlen) {
     ex->d->MemAddressFree(got, ex->arena_size);
     snprintf(err, errlen,
              "cannot reserve the device arena at 0x%llx (%llu bytes): the driver placed it at "
-             "0x%llx, so that range is already in use in the server process",
+             "0x%llx, so that range is already in use in this process",
              (unsigned long long)ex->arena_base, (unsigned long long)ex->arena_size,
              (unsigned long long)got);
     return -1;
@@ -80,6 +80,11 @@ struct ferry_exec *ferry_exec_open_local(const struct ferry_driver *drv, unsigne
                                          size_t errlen) {
   CUresult r;
   int count = 0;
+  /* measured on driver 580: a host mapping over the range while the driver
+     initialises and creates the context makes the later hint fail even
+     after the mapping is gone, so the placeholder goes first */
+  if (before_reserve)
+    before_reserve(ctx);
   if ((r = drv->Init(0)) != CUDA_SUCCESS) {
     snprintf(err, errlen, "cuInit failed (%d): no usable GPU driver", (int)r);
     return NULL;
@@ -123,8 +128,6 @@ struct ferry_exec *ferry_exec_open_local(const struct ferry_driver *drv, unsigne
              (unsigned long long)arena_base, (unsigned long long)arena_size, ex->gran);
     goto fail;
   }
-  if (before_reserve)
-    before_reserve(ctx);
   if (exec_reserve_arena(ex, err, errlen))
     goto fail;
   return ex;

@@ -46,7 +46,7 @@ struct ferry_exec *ferry_exec_open(const struct ferry_driver *drv, unsigned gpu,
                                    size_t errlen);
 /* The same, for a GPU in the application's own process (migration): the
    arena range is still held by the shim's placeholder, which
-   before_reserve(ctx) releases just before the reservation is made. */
+   before_reserve(ctx) releases first (before the driver initialises). */
 struct ferry_exec *ferry_exec_open_local(const struct ferry_driver *drv, unsigned gpu,
                                          uint64_t arena_base, uint64_t arena_size,
                                          void (*before_reserve)(void *ctx), void *ctx, char *err,

@@ -12,7 +12,7 @@
 
 /* key kinds (key_hi's top byte) */
 enum { K_MAP = 1, K_MODULE, K_STREAM, K_EVENT, K_ARRAY, K_TEX, K_SURF, K_FLAGS, K_LIMIT,
-       K_CACHE, K_FUNC_ATTR, K_FUNC_CACHE };
+       K_CACHE, K_FUNC_ATTR, K_FUNC_CACHE, K_EVENT_RECORD };
 #define KEY(kind, id) ((uint64_t)(kind) << 56 | (uint64_t)(id))
 
 /* what a call does to the log */
@@ -38,6 +38,8 @@ static enum action classify(unsigned call, const void *a, const void *rets, uint
   case FERRY_CALL_stream_destroy: return ID(K_STREAM, ((const struct ferry_stream_destroy_args *)a)->stream, DESTROY);
   case FERRY_CALL_event_create: return ID(K_EVENT, ((const struct ferry_event_create_args *)a)->event, CREATE);
   case FERRY_CALL_event_destroy: return ID(K_EVENT, ((const struct ferry_event_destroy_args *)a)->event, DESTROY);
+  /* only the latest record of an event matters: it makes the event complete */
+  case FERRY_CALL_event_record: return ID(K_EVENT_RECORD, ((const struct ferry_event_record_args *)a)->event, SET);
   case FERRY_CALL_array_create: return ID(K_ARRAY, ((const struct ferry_array_create_args *)a)->array, CREATE);
   case FERRY_CALL_array_destroy: return ID(K_ARRAY, ((const struct ferry_array_destroy_args *)a)->array, DESTROY);
   case FERRY_CALL_tex_create: return ID(K_TEX, ((const struct ferry_tex_create_rets *)rets)->object, CREATE);
@@ -215,6 +217,7 @@ int ferry_record(struct ferry_recorder *r, unsigned call, const void *args, cons
   case DESTROY:
     kill_key(r, hi, lo);
     if (call == FERRY_CALL_module_unload) kill_module_funcs(r, lo);
+    if (call == FERRY_CALL_event_destroy) kill_key(r, KEY(K_EVENT_RECORD, 0), lo);
     break;
   case CREATE:
   case SET: kill_key(r, hi, lo); /* fall through */

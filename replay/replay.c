@@ -39,6 +39,10 @@ static int bulk_read(void *ctx, void *dst, size_t n) {
   return 0;
 }
 
+_Static_assert(sizeof(struct ferry_tex_destroy_args) == sizeof(struct ferry_surf_destroy_args) &&
+                   sizeof(struct ferry_tex_create_rets) == sizeof(struct ferry_surf_create_rets),
+               "texture and surface objects travel alike");
+
 static int replay_one(void *ctx, const struct ferry_record *rec) {
   struct replay_run *run = ctx;
   union {
@@ -51,8 +55,17 @@ static int replay_one(void *ctx, const struct ferry_record *rec) {
   struct bulk_src src = {rec->bulk, rec->bulk_len};
   struct ferry_bulk_in in = {rec->bulk_len, bulk_read, &src};
   struct ferry_io io = {rec->bulk ? &in : NULL, NULL};
+  const void *args = rec->args;
+  struct ferry_event_record_args ev;
+  if (rec->call == FERRY_CALL_event_record) {
+    /* a recorded event is complete once drained: recorded again on the
+       default stream it is complete here too (its stream may be gone) */
+    memcpy(&ev, rec->args, sizeof ev);
+    ev.stream = 0;
+    args = &ev;
+  }
   double t0 = now_ms();
-  int rc = ferry_exec_call(run->ex, rec->call, rec->args, &rets, &io);
+  int rc = ferry_exec_call(run->ex, rec->call, args, &rets, &io);
   double dt = now_ms() - t0;
   const char *name = ferry_calls[rec->call].name;
   if (rec->call == FERRY_CALL_module_load) {
@@ -70,6 +83,27 @@ static int replay_one(void *ctx, const struct ferry_record *rec) {
     else
       snprintf(run->err, run->errlen, "replaying %s failed on the local GPU: cudaError %d", name, rc);
     return rc;
+  }
+  /* CUDA numbers texture and surface objects in creation order (1, 2, ...;
+     measured on driver 580) and the program may hold a later one, after
+     others were destroyed: stand-ins use up the numbers below it */
+  int tex = rec->call == FERRY_CALL_tex_create;
+  if ((tex || rec->call == FERRY_CALL_surf_create) && rets.tex.object < rec->object) {
+    uint64_t burned[64];
+    unsigned nb = 0;
+    while (!rc && rets.tex.object < rec->object && nb < 64) {
+      burned[nb++] = rets.tex.object;
+      rc = ferry_exec_call(run->ex, rec->call, args, &rets, &io);
+    }
+    for (unsigned i = 0; i < nb; i++) {
+      struct ferry_tex_destroy_args d = {burned[i]};
+      ferry_exec_call(run->ex, tex ? FERRY_CALL_tex_destroy : FERRY_CALL_surf_destroy, &d, NULL, NULL);
+    }
+    if (rc) {
+      snprintf(run->err, run->errlen, "re-creating a %s object failed: cudaError %d",
+               tex ? "texture" : "surface", rc);
+      return rc;
+    }
   }
   if ((rec->call == FERRY_CALL_tex_create && rets.tex.object != rec->object) ||
       (rec->call == FERRY_CALL_surf_create && rets.surf.object != rec->object)) {

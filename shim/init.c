@@ -229,6 +229,7 @@ static void init_once(void) {
     pthread_mutex_init(&v->sock_lock, NULL);
     pthread_mutex_init(&v->call_lock, NULL);
     pthread_mutex_init(&v->arena_lock, NULL);
+    pthread_mutex_init(&v->pre_lock, NULL);
     init_gate(v);
     ferry_recorder_init(&v->log);
   }

@@ -226,6 +226,7 @@ int ferry_local_call(struct ferry_vgpu *v, unsigned call, const void *args, void
 
 int ferry_local_copy(struct ferry_vgpu *v, void *dst, const void *src, uint64_t n, int kind,
                      uint32_t stream, int async) {
+  if (ferry_stale(v)) return FERRY_STALE;
   struct ferry_local *L = v->lx;
   make_current(L);
   CUstream s;

@@ -549,26 +549,40 @@ static int symbol_range(const void *symbol, size_t count, size_t offset, uint64_
   return 0;
 }
 
+/* a migration moves module variables: a copy that looked an address up
+   before the vGPU moved is refused by the call path and looked up again */
+static int symbol_copy(const void *symbol, size_t count, size_t offset, void *dst,
+                       const void *src, int to_device, enum cudaMemcpyKind kind,
+                       cudaStream_t stream, int per_thread, int async) {
+  int err;
+  struct ferry_vgpu *v = ferry_current(&err);
+  if (!v) return err;
+  for (;;) {
+    uint64_t gen = __atomic_load_n(&v->generation, __ATOMIC_ACQUIRE), addr;
+    int rc = symbol_range(symbol, count, offset, &addr);
+    if (rc) return rc;
+    ferry_expect_generation(v, gen);
+    if (to_device) rc = copy((void *)(uintptr_t)addr, src, count, kind, stream, per_thread, async);
+    else rc = copy(dst, (const void *)(uintptr_t)addr, count, kind, stream, per_thread, async);
+    ferry_expect_generation(NULL, 0);
+    if (rc != FERRY_STALE) return rc;
+  }
+}
+
 static int to_symbol(const void *symbol, const void *src, size_t count, size_t offset,
                      enum cudaMemcpyKind kind, cudaStream_t stream, int per_thread, int async) {
   if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
     return cudaErrorInvalidMemcpyDirection;
-  uint64_t addr;
-  int rc = symbol_range(symbol, count, offset, &addr);
-  if (rc) return rc;
   if (kind == cudaMemcpyDefault) kind = ferry_vgpu_of(src) ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice;
-  return copy((void *)(uintptr_t)addr, src, count, kind, stream, per_thread, async);
+  return symbol_copy(symbol, count, offset, NULL, src, 1, kind, stream, per_thread, async);
 }
 
 static int from_symbol(void *dst, const void *symbol, size_t count, size_t offset,
                        enum cudaMemcpyKind kind, cudaStream_t stream, int per_thread, int async) {
   if (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
     return cudaErrorInvalidMemcpyDirection;
-  uint64_t addr;
-  int rc = symbol_range(symbol, count, offset, &addr);
-  if (rc) return rc;
   if (kind == cudaMemcpyDefault) kind = ferry_vgpu_of(dst) ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost;
-  return copy(dst, (const void *)(uintptr_t)addr, count, kind, stream, per_thread, async);
+  return symbol_copy(symbol, count, offset, dst, NULL, 0, kind, stream, per_thread, async);
 }
 
 cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count, size_t offset,

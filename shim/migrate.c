@@ -118,7 +118,7 @@ static int module_loaded(void *ctx, uint32_t module, ferry_blob source, ferry_bl
   m->rebinds = r;
   char *info = malloc(local.len ? local.len : 1);
   if (!info) return 1;
-  memcpy(info, local.ptr, local.len);
+  if (local.len) memcpy(info, local.ptr, local.len);
   m->rebinds[m->nrebinds++] = (struct rebind){module, info, local.len};
   return 0;
 }
@@ -221,6 +221,116 @@ static int copy_vars(struct mig *m) {
   return rc;
 }
 
+/* device-side malloc/new memory lives in a heap the driver places and owns */
+static int uses_device_heap(void *ctx, const struct ferry_record *rec) {
+  (void)ctx;
+  return rec->call == FERRY_CALL_device_set_limit &&
+         ((const struct ferry_device_set_limit_args *)(const void *)rec->args)->limit ==
+             cudaLimitMallocHeapSize;
+}
+
+/* ---- events recorded before the migration ---- */
+
+struct ev_scan {
+  struct ferry_recorder *log;
+  uint32_t *ids;
+  size_t n, cap;
+};
+static int timing_of(void *ctx, const struct ferry_record *rec) {
+  const uint32_t *id = ctx;
+  if (rec->call != FERRY_CALL_event_create) return 0;
+  const struct ferry_event_create_args *a = (const void *)rec->args;
+  if (a->event != *id) return 0;
+  return a->flags & cudaEventDisableTiming ? 1 : 2;
+}
+static int recorded_event(void *ctx, const struct ferry_record *rec) {
+  struct ev_scan *e = ctx;
+  if (rec->call != FERRY_CALL_event_record) return 0;
+  if (e->n == e->cap) {
+    size_t cap = e->cap ? e->cap * 2 : 16;
+    uint32_t *p = realloc(e->ids, cap * sizeof *p);
+    if (!p) return 1;
+    e->ids = p;
+    e->cap = cap;
+  }
+  e->ids[e->n++] = ((const struct ferry_event_record_args *)(const void *)rec->args)->event;
+  return 0;
+}
+
+/* Their timestamps stay on the remote GPU; the offsets between them are
+   read now, so cudaEventElapsedTime keeps giving the times the program
+   measured (replay records them again locally, so they are complete). */
+static int capture_event_times(struct ferry_vgpu *v) {
+  struct ev_scan scan = {&v->log, NULL, 0, 0};
+  if (ferry_recorder_foreach(&v->log, recorded_event, &scan)) {
+    free(scan.ids);
+    return -1;
+  }
+  struct ferry_pre_event *pre = malloc((scan.n ? scan.n : 1) * sizeof *pre);
+  size_t n = 0;
+  float last = 0;
+  for (size_t i = 0; pre && i < scan.n; i++) {
+    if (ferry_recorder_foreach(&v->log, timing_of, &scan.ids[i]) != 2) continue;
+    float off = 0;
+    if (n) {
+      struct ferry_event_elapsed_args a = {pre[0].id, scan.ids[i]};
+      struct ferry_event_elapsed_rets r;
+      if (ferry_remote_call(v, FERRY_CALL_event_elapsed, &a, &r, NULL)) continue;
+      off = r.ms;
+    }
+    pre[n++] = (struct ferry_pre_event){scan.ids[i], off};
+    if (off > last) last = off;
+  }
+  free(scan.ids);
+  if (!pre) return -1;
+  pthread_mutex_lock(&v->pre_lock);
+  free(v->pre_events);
+  v->pre_events = pre;
+  v->npre = n;
+  v->pre_last_ms = last;
+  pthread_mutex_unlock(&v->pre_lock);
+  return 0;
+}
+
+static long pre_find(struct ferry_vgpu *v, uint32_t id) {
+  for (size_t i = 0; i < v->npre; i++)
+    if (v->pre_events[i].id == id) return (long)i;
+  return -1;
+}
+
+void ferry_pre_forget(struct ferry_vgpu *v, uint32_t id) {
+  pthread_mutex_lock(&v->pre_lock);
+  long i = pre_find(v, id);
+  if (i >= 0) v->pre_events[i] = v->pre_events[--v->npre];
+  pthread_mutex_unlock(&v->pre_lock);
+}
+
+int ferry_pre_elapsed(struct ferry_vgpu *v, uint32_t a, uint32_t b, float *ms, int *rc) {
+  if (!ferry_is_local(v) || !__atomic_load_n(&v->npre, __ATOMIC_RELAXED)) return 0;
+  pthread_mutex_lock(&v->pre_lock);
+  long ia = pre_find(v, a), ib = pre_find(v, b);
+  float oa = ia >= 0 ? v->pre_events[ia].off_ms : 0, ob = ib >= 0 ? v->pre_events[ib].off_ms : 0;
+  float last = v->pre_last_ms;
+  double bridge = v->bridge_ms;
+  pthread_mutex_unlock(&v->pre_lock);
+  if (ia < 0 && ib < 0) return 0;
+  *rc = 0;
+  if (ia >= 0 && ib >= 0) { /* both on the remote GPU: exactly as measured there */
+    *ms = ob - oa;
+    return 1;
+  }
+  /* one on each side: remote time to the drain, the migration, local time
+     from the re-recording (a's or b's local twin marks the switch) */
+  uint32_t pre_id = ia >= 0 ? a : b, post_id = ia >= 0 ? b : a;
+  struct ferry_event_elapsed_args e = {pre_id, post_id};
+  struct ferry_event_elapsed_rets r;
+  *rc = ferry_call(v, FERRY_CALL_event_elapsed, &e, &r, NULL);
+  if (*rc) return 1;
+  double span = (last - (ia >= 0 ? oa : ob)) + bridge + r.ms;
+  *ms = (float)(ia >= 0 ? span : -span);
+  return 1;
+}
+
 /* the remote session ends: the server frees everything it held */
 static void close_remote(struct ferry_vgpu *v) {
   pthread_mutex_lock(&v->call_lock);
@@ -258,6 +368,12 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
                            cudaGetErrorName((cudaError_t)rc));
   }
   if (ferry_deferred_pending(v)) return fail(m, "asynchronous copies did not complete%s", "");
+  if (ferry_recorder_foreach(&v->log, uses_device_heap, NULL))
+    return fail(m, "the program sized the device malloc heap (cudaLimitMallocHeapSize): memory "
+                   "allocated by kernels (malloc/new) lives in the driver's heap and cannot be "
+                   "moved%s", "");
+  if (capture_event_times(v)) return fail(m, "out of memory reading event times%s", "");
+  double drained = now_ms();
 
   enter_phase(m, FERRY_PHASE_SETUP);
   if (fault("reserve")) {
@@ -273,6 +389,9 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
   if (ferry_replay(&v->log, ferry_local_exec(m->L), &hooks, &rs, why, sizeof why))
     return fail(m, "%s", why);
   *records = rs.records;
+  pthread_mutex_lock(&v->pre_lock);
+  v->bridge_ms = now_ms() - drained;
+  pthread_mutex_unlock(&v->pre_lock);
   pthread_mutex_lock(&mig_lock);
   v->mig.records_replayed = rs.records;
   v->mig.modules_replayed = rs.modules;
@@ -313,6 +432,7 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
   for (size_t i = 0; i < m->nrebinds; i++)
     ferry_modules_rebind(v->index, m->rebinds[i].module,
                          (ferry_blob){m->rebinds[i].info, m->rebinds[i].len});
+  __atomic_add_fetch(&v->generation, 1, __ATOMIC_RELEASE);
   __atomic_store_n(&v->local, 1, __ATOMIC_RELEASE);
   close_remote(v);
   ferry_host_register_local(m->L);
@@ -383,7 +503,13 @@ int ferry_migrate(int vi, int gpu, char *err, size_t errlen) {
   v->mig.total_ms = total;
   if (failed) snprintf(v->mig.error, sizeof v->mig.error, "%s", err);
   pthread_mutex_unlock(&mig_lock);
-  if (failed) return -1;
+  if (failed) {
+    pthread_mutex_lock(&v->pre_lock);
+    v->npre = 0;
+    pthread_mutex_unlock(&v->pre_lock);
+    ferry_log("migration of device %d to local GPU %d failed: %s", vi, gpu, err);
+    return -1;
+  }
   ferry_recorder_destroy(&v->log);
   ferry_recorder_init(&v->log);
   ferry_log("device %d now runs on local GPU %d (%s): %llu records replayed, %.1f MiB copied, "
@@ -434,6 +560,5 @@ void ferry_migrate_at_launch(int vgpu) {
   uint64_t n = __atomic_add_fetch(&v->launches, 1, __ATOMIC_RELAXED);
   if (at_vgpu != vgpu || n != at_launch) return;
   char err[300];
-  if (ferry_migrate(vgpu, at_gpu, err, sizeof err))
-    ferry_log("migration of device %d to local GPU %d failed: %s", vgpu, at_gpu, err);
+  ferry_migrate(vgpu, at_gpu, err, sizeof err); /* it says why when it fails */
 }

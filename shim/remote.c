@@ -408,10 +408,32 @@ static int carried(struct ferry_vgpu *v, unsigned call, int rc) {
   return __atomic_exchange_n(&v->carry_error, 0, __ATOMIC_ACQ_REL);
 }
 
+static __thread struct {
+  struct ferry_vgpu *v;
+  uint64_t gen;
+} expected;
+
+void ferry_expect_generation(struct ferry_vgpu *v, uint64_t gen) {
+  expected.v = v;
+  expected.gen = gen;
+}
+
+int ferry_stale(struct ferry_vgpu *v) {
+  return __builtin_expect(expected.v == v, 0) &&
+         __atomic_load_n(&v->generation, __ATOMIC_ACQUIRE) != expected.gen;
+}
+
 int ferry_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
                const struct ferry_bulk *bulk) {
-  if (ferry_is_local(v)) return carried(v, call, ferry_local_call(v, call, args, rets, bulk));
+  if (ferry_is_local(v)) {
+    if (ferry_stale(v)) return FERRY_STALE;
+    return carried(v, call, ferry_local_call(v, call, args, rets, bulk));
+  }
   pthread_rwlock_rdlock(&v->gate);
+  if (ferry_stale(v)) {
+    pthread_rwlock_unlock(&v->gate);
+    return FERRY_STALE;
+  }
   if (ferry_is_local(v)) { /* it moved while this call waited */
     pthread_rwlock_unlock(&v->gate);
     return carried(v, call, ferry_local_call(v, call, args, rets, bulk));

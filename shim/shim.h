@@ -79,6 +79,17 @@ struct ferry_vgpu {
   int placeholder;           /* the arena's PROT_NONE placeholder is in place */
   uint64_t launches;         /* for FERRY_MIGRATE_AT */
   struct ferry_vgpu_status mig; /* last migration (under ferry_mig_lock) */
+  uint64_t generation;       /* bumped when the vGPU switches to local (atomic) */
+  /* events last recorded before the migration: their times on the remote
+     GPU, relative to the first of them (migrate.c, under pre_lock) */
+  pthread_mutex_t pre_lock;
+  struct ferry_pre_event {
+    uint32_t id;
+    float off_ms;
+  } *pre_events;
+  size_t npre;
+  float pre_last_ms; /* the latest of them */
+  double bridge_ms;  /* host time from the drain to their local re-recording */
 };
 
 struct ferry_state {
@@ -130,6 +141,17 @@ int ferry_remote_call(struct ferry_vgpu *v, unsigned call, const void *args, voi
    pipelines its requests); the caller holds the gate exclusively */
 int ferry_remote_send(struct ferry_vgpu *v, unsigned call, const void *args);
 int ferry_remote_reply(struct ferry_vgpu *v, unsigned call, void *rets, const struct ferry_bulk *bulk);
+/* Work that looked something up for v before its call (a module variable's
+   address) declares the generation it looked at; a call that finds v moved
+   since returns FERRY_STALE instead of running, and the caller looks again */
+#define FERRY_STALE (-2)
+void ferry_expect_generation(struct ferry_vgpu *v, uint64_t gen); /* v NULL: stop */
+int ferry_stale(struct ferry_vgpu *v);
+/* cudaEventElapsedTime across a migration: 1 and *ms when a or b was last
+   recorded before it, else 0 */
+int ferry_pre_elapsed(struct ferry_vgpu *v, uint32_t a, uint32_t b, float *ms, int *rc);
+/* an event recorded again (or destroyed) after the migration */
+void ferry_pre_forget(struct ferry_vgpu *v, uint32_t id);
 /* push buffered ASYNC frames to the socket now */
 int ferry_flush(struct ferry_vgpu *v);
 /* register a host buffer that a later DEFERRED frame fills */

@@ -220,6 +220,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
   if (!ev) return ferry_ret(cudaErrorInvalidResourceHandle);
   struct ferry_event_destroy_args a = {ev->id};
   int rc = ferry_call(&ferry.vgpus[ev->vgpu], FERRY_CALL_event_destroy, &a, NULL, NULL);
+  if (ferry_is_local(&ferry.vgpus[ev->vgpu])) ferry_pre_forget(&ferry.vgpus[ev->vgpu], ev->id);
   free(ev);
   return ferry_ret(rc);
 }
@@ -232,7 +233,9 @@ static cudaError_t event_record(cudaEvent_t e, cudaStream_t s, int per_thread) {
   struct ferry_event_record_args a = {.event = ev->id};
   if ((rc = ferry_stream_resolve(s, per_thread, &v, &a.stream))) return ferry_ret(rc);
   if (v->index != ev->vgpu) return ferry_ret(cudaErrorInvalidResourceHandle);
-  return ferry_ret(ferry_call(v, FERRY_CALL_event_record, &a, NULL, NULL));
+  rc = ferry_call(v, FERRY_CALL_event_record, &a, NULL, NULL);
+  if (!rc && ferry_is_local(v)) ferry_pre_forget(v, ev->id);
+  return ferry_ret(rc);
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return event_record(e, s, 0); }
 cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t s) { return event_record(e, s, 1); }
@@ -261,9 +264,11 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
   if (!rc) rc = event_of(end, &b_ev);
   if (rc) return ferry_ret(rc);
   if (a_ev->vgpu != b_ev->vgpu) return ferry_ret(cudaErrorInvalidResourceHandle);
+  struct ferry_vgpu *v = &ferry.vgpus[a_ev->vgpu];
+  if (ferry_pre_elapsed(v, a_ev->id, b_ev->id, ms, &rc)) return rc ? ferry_ret(rc) : cudaSuccess;
   struct ferry_event_elapsed_args a = {a_ev->id, b_ev->id};
   struct ferry_event_elapsed_rets r;
-  rc = ferry_call(&ferry.vgpus[a_ev->vgpu], FERRY_CALL_event_elapsed, &a, &r, NULL);
+  rc = ferry_call(v, FERRY_CALL_event_elapsed, &a, &r, NULL);
   if (!rc) *ms = r.ms;
   return rc == cudaErrorNotReady ? cudaErrorNotReady : ferry_ret(rc);
 }

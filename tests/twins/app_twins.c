@@ -132,6 +132,100 @@ static void surf_fill(const struct ferry_twin_thread *t, const unsigned char *pa
   if (p) memcpy(p, &v, sizeof v);
 }
 
+/* ---- tests/apps/migrate_iter.cu and migrate_threads.cu ----
+   Per-block twins: one call runs a whole block, so a module global is
+   looked up once per block rather than once per thread. */
+
+/* runs body for each thread index i of the block (1D grids) */
+#define FOR_BLOCK_THREADS(t, i)                                                 \
+  for (unsigned i##_x = 0, i = (t)->block_idx.x * (t)->block_dim.x;             \
+       i##_x < (t)->block_dim.x; i##_x++, i++)
+
+/* mi_stir(unsigned *a, int n): a[i] = a[i] * 1664525 + mi_coef[i & 15] + mi_round */
+static void mi_stir(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *a = ARG(unsigned *, 0);
+  int n = ARG(int, 8);
+  const unsigned *coef = t->global(t, "mi_coef");
+  const unsigned *round = t->global(t, "mi_round");
+  if (!coef || !round) return;
+  FOR_BLOCK_THREADS(t, i) if ((int)i < n) a[i] = a[i] * 1664525u + coef[i & 15] + *round;
+}
+
+/* mi_fold(unsigned *b, int nb, const unsigned *a, int na) */
+static void mi_fold(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *b = ARG(unsigned *, 0);
+  int nb = ARG(int, 8);
+  const unsigned *a = ARG(const unsigned *, 16);
+  int na = ARG(int, 24);
+  FOR_BLOCK_THREADS(t, i) if ((int)i < nb) b[i] += a[(int)i % na] ^ i;
+}
+
+/* mi_accum(unsigned *s, int n, const unsigned char *scratch): atomicAdd into mi_acc */
+static void mi_accum(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *s = ARG(unsigned *, 0);
+  int n = ARG(int, 8);
+  const unsigned char *scratch = ARG(const unsigned char *, 16);
+  const unsigned *round = t->global(t, "mi_round");
+  unsigned long long *acc = t->global(t, "mi_acc");
+  if (!round || !acc) return;
+  FOR_BLOCK_THREADS(t, i) {
+    if ((int)i >= n) continue;
+    unsigned v = s[i] ^ (scratch[i] * 16777619u);
+    v = ((v << 3) | (v >> 29)) + *round;
+    s[i] = v;
+    __atomic_fetch_add(acc, (unsigned long long)v, __ATOMIC_RELAXED);
+  }
+}
+
+/* mi_bump(unsigned *t, int n, unsigned k) */
+static void mi_bump(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *x = ARG(unsigned *, 0);
+  int n = ARG(int, 8);
+  unsigned k = ARG(unsigned, 12);
+  FOR_BLOCK_THREADS(t, i) if ((int)i < n) x[i] += i * 7u + k;
+}
+
+/* mi_image(float *img, const unsigned *a, int n) */
+static void mi_image(const struct ferry_twin_thread *t, const unsigned char *params) {
+  float *img = ARG(float *, 0);
+  const unsigned *a = ARG(const unsigned *, 8);
+  int n = ARG(int, 16);
+  FOR_BLOCK_THREADS(t, i) if ((int)i < n) img[i] = (float)(a[i] & 0xffffu);
+}
+
+/* mi_sample(cudaTextureObject_t tex, unsigned *out, int w, int h): 2D grid, texel centers */
+static void mi_sample(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned long long tex = ARG(unsigned long long, 0);
+  unsigned *out = ARG(unsigned *, 8);
+  int w = ARG(int, 16), h = ARG(int, 20);
+  int y = (int)t->block_idx.y;
+  FOR_BLOCK_THREADS(t, x) {
+    if ((int)x >= w || y >= h) continue;
+    float v;
+    memcpy(&v, ferry_twin_texel(tex, (long)x, y), sizeof v);
+    out[y * w + (int)x] += (unsigned)v * 3u + x;
+  }
+}
+
+/* mi_gather(const float *img, unsigned *out, int w, int h): 2D grid */
+static void mi_gather(const struct ferry_twin_thread *t, const unsigned char *params) {
+  const float *img = ARG(const float *, 0);
+  unsigned *out = ARG(unsigned *, 8);
+  int w = ARG(int, 16), h = ARG(int, 20);
+  int y = (int)t->block_idx.y;
+  FOR_BLOCK_THREADS(t, x) {
+    if ((int)x < w && y < h) out[y * w + (int)x] += (unsigned)img[y * w + (int)x] * 3u + x;
+  }
+}
+
+/* mt_step(unsigned *x, int n, unsigned salt) */
+static void mt_step(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *x = ARG(unsigned *, 0);
+  int n = ARG(int, 8);
+  unsigned salt = ARG(unsigned, 12);
+  FOR_BLOCK_THREADS(t, i) if ((int)i < n) x[i] = x[i] * 747796405u + salt + i;
+}
+
 const struct ferry_twin ferry_twins[] = {
     {"_Z6vecAddPKfS0_Pfi", vec_add, 0, 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}},
     {"fill_index", fill_index, 0, 3, {{0, 8}, {8, 4}, {12, 4}}},
@@ -144,11 +238,22 @@ const struct ferry_twin ferry_twins[] = {
     {"_Z4spinPi", spin, 0, 1, {{0, 8}}},
     {"_Z9tex_fetchyPfii", tex_fetch, 0, 4, {{0, 8}, {8, 8}, {16, 4}, {20, 4}}},
     {"_Z9surf_fillyii", surf_fill, 0, 3, {{0, 8}, {8, 4}, {12, 4}}},
+    {"_Z7mi_stirPji", mi_stir, 1, 2, {{0, 8}, {8, 4}}},
+    {"_Z7mi_foldPjiPKji", mi_fold, 1, 4, {{0, 8}, {8, 4}, {16, 8}, {24, 4}}},
+    {"_Z8mi_accumPjiPKh", mi_accum, 1, 3, {{0, 8}, {8, 4}, {16, 8}}},
+    {"_Z7mi_bumpPjij", mi_bump, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
+    {"_Z8mi_imagePfPKji", mi_image, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
+    {"_Z9mi_sampleyPjii", mi_sample, 1, 4, {{0, 8}, {8, 8}, {16, 4}, {20, 4}}},
+    {"_Z9mi_gatherPKfPjii", mi_gather, 1, 4, {{0, 8}, {8, 8}, {16, 4}, {20, 4}}},
+    {"_Z7mt_stepPjij", mt_step, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {NULL, NULL, 0, 0, {{0, 0}}},
 };
 
 const struct ferry_twin_var ferry_twin_vars[] = {
     {"dev_value", sizeof(int)},
     {"coeffs", 4 * sizeof(float)},
+    {"mi_coef", 16 * sizeof(unsigned)},
+    {"mi_round", sizeof(unsigned)},
+    {"mi_acc", sizeof(unsigned long long)},
     {NULL, 0},
 };

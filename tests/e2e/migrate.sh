@@ -1,0 +1,411 @@
+#!/bin/sh
+# Migration end to end: nvcc-built programs start on a ferry-server (CPU
+# simulation) and move, while they run, onto a "local GPU" that is the
+# simulation inside their own process. Results are checked against runs
+# without migration; failures must roll back with nothing lost.
+# usage: migrate.sh BUILD_DIR CASE
+#   FERRY_MIGRATE_KS="k1 k2 ..." replaces the random launch counts of
+#   at_random and threads (each run prints the ones it used).
+set -u
+build=$(cd "$1" && pwd)
+case_name=$2
+apps=$build/tests/apps
+bin=$build/bin
+ctl_client=$build/tests/e2e/ctl_client
+work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-mig.XXXXXX")
+# a sanitizer build of the shim runs inside programs nvcc built without it:
+# its runtime must be loaded first (leaks of the test programs are not ours)
+if grep -q '^FERRY_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+  export FERRY_PRELOAD="$(cc -print-file-name=libasan.so)"
+  export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+fi
+# the "local GPU" is the CPU simulation in the app's process; sockets of
+# these programs go to $work, where `ferry ls` looks too
+export FERRY_LOCAL_BACKEND=sim FERRY_SIM_KERNELS="$apps/app_twins.so" FERRY_CONTROL_DIR="$work"
+unset FERRY_MIGRATE_AT FERRY_FAULT FERRY_SIM_TOTAL_MEM
+
+# app CMD...: runs a CUDA program (with the sanitizer runtime when needed)
+app() { LD_PRELOAD="${FERRY_PRELOAD:-}" "$@"; }
+server_pid=
+bg_pid=
+cleanup() {
+  [ -n "$bg_pid" ] && kill "$bg_pid" 2>/dev/null && wait "$bg_pid" 2>/dev/null
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+fail() {
+  echo "e2e migrate $case_name: FAIL: $*"
+  for f in "$work"/*.log "$work"/*.out "$work"/*.err; do
+    [ -f "$f" ] && { echo "--- $f"; tail -n 40 "$f"; }
+  done
+  exit 1
+}
+
+start_server() {
+  "$bin/ferry-server" --listen tcp://127.0.0.1:0 --backend sim \
+    --sim-kernels "$apps/app_twins.so" 2>"$work/server.log" &
+  server_pid=$!
+  i=0
+  while [ $i -lt 100 ]; do
+    port=$(sed -n 's/.*listening on tcp:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server.log" | head -n 1)
+    [ -n "$port" ] && { export FERRY_DEVICES="tcp://127.0.0.1:$port/0"; return 0; }
+    kill -0 "$server_pid" 2>/dev/null || fail "ferry-server did not start"
+    sleep 0.1
+    i=$((i + 1))
+  done
+  fail "ferry-server did not report its port"
+}
+
+# run LABEL APP ARGS...: the app through `ferry run`, output in
+# $work/LABEL.out and .err; prints the exit status
+run() {
+  label=$1 name=$2
+  shift 2
+  app timeout 120 "$bin/ferry" run -- "$apps/$name" "$@" >"$work/$label.out" 2>"$work/$label.err"
+  echo $?
+}
+
+# start LABEL APP ARGS...: the same in the background; once the program
+# says it runs, $pid is its process id and $sock its control socket
+start() {
+  label=$1 name=$2
+  shift 2
+  app timeout 150 "$bin/ferry" run -- "$apps/$name" "$@" >"$work/$label.out" 2>"$work/$label.err" &
+  bg_pid=$!
+  wait_for "$label to run" grep -q "running pid" "$work/$label.out"
+  pid=$(sed -n 's/.* running pid \([0-9]*\).*/\1/p' "$work/$label.out")
+  sock=$work/ferry-$pid.sock
+  wait_for "the control socket of $label" test -S "$sock"
+}
+
+# finish: stops the background program (its STOP_FILE); $rc is its exit status
+finish() {
+  touch "$work/stop"
+  wait "$bg_pid"
+  rc=$?
+  bg_pid=
+  rm -f "$work/stop"
+}
+
+# running PID: the process exists and has not exited (a zombie has)
+running() {
+  case $(ps -o stat= -p "$1" 2>/dev/null) in
+  '' | Z*) return 1 ;;
+  esac
+}
+
+# wait_for WHAT CMD...: polls CMD for up to 60 s
+wait_for() {
+  what=$1
+  shift
+  i=0
+  until "$@" 2>/dev/null; do
+    [ -z "$bg_pid" ] || running "$bg_pid" || fail "the program ended while waiting for $what"
+    i=$((i + 1))
+    [ $i -lt 600 ] || fail "timed out waiting for $what"
+    sleep 0.1
+  done
+}
+
+expect_in() { grep -q -- "$2" "$work/$1" || fail "'$2' not found in $1"; }
+expect_not_in() { ! grep -q -- "$2" "$work/$1" || fail "'$2' found in $1"; }
+value() { sed -n "s/^$2: //p" "$work/$1.out" | head -n 1; }
+
+# passed LABEL RC: the program exited 0 and its own checks passed
+passed() {
+  [ "$2" = 0 ] || fail "$1 exited $2"
+  expect_in "$1.out" "^PASSED"
+}
+
+# reference N: migrate_iter N without migration; $want is its checksum
+reference() {
+  rc=$(FERRY_CONTROL=off run "ref$1" migrate_iter "$1")
+  passed "ref$1" "$rc"
+  want=$(value "ref$1" checksum)
+}
+
+# same_result LABEL: migrate_iter ended with the checksum of a run without migration
+same_result() {
+  n=$(value "$1" iterations)
+  [ -n "$n" ] || fail "$1 printed no iteration count"
+  reference "$n"
+  got=$(value "$1" checksum)
+  [ "$got" = "$want" ] || fail "$1: checksum $got after $n iterations, $want without migration"
+}
+
+# migrated LABEL [GPU]: exactly one migration, which succeeded; the local
+# GPU (the simulation) holds no memory once the program freed its own
+migrated() {
+  expect_in "$1.err" "ferry: device 0 now runs on local GPU ${2:-0}"
+  expect_not_in "$1.err" "migration of device .* failed"
+  n=$(grep -c "now runs on local GPU" "$work/$1.err")
+  [ "$n" = 1 ] || fail "$1: $n migration messages, expected 1"
+  if grep -q "^device memory in use at exit" "$work/$1.out"; then
+    expect_in "$1.out" "^device memory in use at exit: 0$"
+  fi
+}
+
+# failed_once LABEL GPU: one migration failed with a reason, none succeeded
+failed_once() {
+  expect_not_in "$1.err" "now runs on local GPU"
+  line=$(grep "ferry: migration of device 0 to local GPU $2 failed: " "$work/$1.err")
+  [ -n "$line" ] || fail "$1: no 'migration of device 0 to local GPU $2 failed: <reason>' line"
+  [ "$(echo "$line" | wc -l)" = 1 ] || fail "$1: more than one failure line"
+  reason=${line#*failed: }
+  [ -n "$reason" ] || fail "$1: the failure gives no reason"
+}
+
+# status_json: `ferry status --pid $pid --json` into $work/status.log, on one line
+status_json() {
+  "$bin/ferry" status --pid "$pid" --json >"$work/status.json" 2>&1 ||
+    fail "ferry status --pid $pid --json exited $?"
+  tr -d '\n' <"$work/status.json" >"$work/status.log"
+}
+json_has() { grep -q -- "\"$1\": *$2" "$work/status.log" || fail "status lacks \"$1\": $2"; }
+
+# ask LINE: one request on a raw connection to $sock; $reply is its one reply line
+ask() {
+  printf '%s\n' "$1" | "$ctl_client" "$sock" >"$work/reply.log" 2>&1 ||
+    fail "no reply to '$1'"
+  [ "$(wc -l <"$work/reply.log")" = 1 ] || fail "'$1' got not exactly one reply line"
+  reply=$(cat "$work/reply.log")
+}
+# expect_reply LINE PATTERN: the reply to LINE matches the extended regex PATTERN
+expect_reply() {
+  ask "$1"
+  echo "$reply" | grep -Eq -- "$2" || fail "'$1' got '$reply', expected /$2/"
+}
+
+# launch counts at which to migrate: 25/50/75% of L, both ends, past the
+# end (no migration), and random ones (printed, for reproduction)
+launch_counts() {
+  l=$1
+  if [ -n "${FERRY_MIGRATE_KS:-}" ]; then
+    echo "$FERRY_MIGRATE_KS"
+    return
+  fi
+  r=$(shuf -i 1-"$l" -n 3 | tr '\n' ' ')
+  echo "$((l / 4)) $((l / 2)) $((l * 3 / 4)) 1 $l ${r% }"
+}
+
+case $case_name in
+at_random)
+  start_server
+  rc=$(run ref migrate_iter 40)
+  passed ref "$rc"
+  expect_not_in ref.err "local GPU"
+  want=$(value ref checksum)
+  launches=$(value ref launches)
+  [ "${launches:-0}" -gt 100 ] || fail "reference run reports $launches launches"
+  ks=$(launch_counts "$launches")
+  echo "at_random: $launches launches; migrating at launch $ks (FERRY_MIGRATE_KS=\"$ks\" repeats this)"
+  for k in $ks; do
+    rc=$(FERRY_MIGRATE_AT=0:0:launch=$k run "at$k" migrate_iter 40)
+    passed "at$k" "$rc"
+    [ "$(value "at$k" checksum)" = "$want" ] || fail "migrated at launch $k: checksum $(value "at$k" checksum), want $want"
+    [ "$(value "at$k" launches)" = "$launches" ] || fail "migrated at launch $k: launch count differs"
+    migrated "at$k"
+  done
+  # one past the last launch: the program ends before it, remotely
+  k=$((launches + 1))
+  rc=$(FERRY_MIGRATE_AT=0:0:launch=$k run "at$k" migrate_iter 40)
+  passed "at$k" "$rc"
+  [ "$(value "at$k" checksum)" = "$want" ] || fail "launch $k: checksum differs"
+  expect_not_in "at$k.err" "local GPU"
+  ;;
+threads)
+  start_server
+  rc=$(run ref migrate_threads 300)
+  passed ref "$rc"
+  launches=$(value ref launches)
+  [ "$launches" = 1200 ] || fail "reference run reports $launches launches, expected 1200"
+  if [ -n "${FERRY_MIGRATE_KS:-}" ]; then ks=$FERRY_MIGRATE_KS; else
+    r=$(shuf -i 2-"$launches" -n 2 | tr '\n' ' ')
+    ks="$((launches / 2)) ${r% }"
+  fi
+  echo "threads: migrating at launch $ks (FERRY_MIGRATE_KS=\"$ks\" repeats this)"
+  for k in $ks; do
+    rc=$(FERRY_MIGRATE_AT=0:0:launch=$k run "at$k" migrate_threads 300)
+    passed "at$k" "$rc"
+    [ "$(value "at$k" launches)" = "$launches" ] || fail "migrated at launch $k: launch count differs"
+    migrated "at$k"
+  done
+  # from outside, while all four threads run
+  start ctl migrate_threads 1000000 500 "$work/stop"
+  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/migrate.log" 2>&1 || fail "ferry migrate exited $?"
+  sleep 0.3 # the threads go on locally for a while
+  finish
+  passed ctl "$rc"
+  migrated ctl
+  for t in 0 1 2 3; do
+    r=$(sed -n "s/^thread $t: \([0-9]*\) rounds ok/\1/p" "$work/ctl.out")
+    [ "${r:-0}" -gt 0 ] || fail "thread $t ran no rounds"
+  done
+  ;;
+control)
+  start_server
+  start ctl migrate_iter 1000000 2000 "$work/stop"
+  "$bin/ferry" ls >"$work/ls.log" 2>&1 || fail "ferry ls exited $?"
+  grep -qw -- "$pid" "$work/ls.log" || fail "ferry ls does not list pid $pid"
+  status_json
+  json_has backend '"remote"'
+  # a GPU this machine lacks: refused, nothing changes
+  "$bin/ferry" migrate --pid "$pid" 0 7 >"$work/absent.log" 2>&1
+  rc=$?
+  [ "$rc" = 1 ] || fail "ferry migrate to local GPU 7 exited $rc, expected 1"
+  grep -qi "gpu" "$work/absent.log" || fail "the refusal does not name the GPU"
+  status_json
+  json_has backend '"remote"'
+  json_has state '"failed"'
+  # the real one
+  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/migrate.log" 2>&1 || fail "ferry migrate exited $?"
+  status_json
+  json_has backend '"local"'
+  json_has state '"done"'
+  # the remote session is closed (this program's was the only one so far)
+  wait_for "the remote session to end" grep -q "session from .* ended" "$work/server.log"
+  # a time for each of the seven phases
+  phases=$(sed -n 's/.*"phase_ms": *{\([^}]*\)}.*/\1/p' "$work/status.log" | tr ',' '\n' |
+    grep -cE '^ *"[a-z_-]+": *[0-9.]+ *$')
+  [ "${phases:-0}" -ge 7 ] || fail "status gives times for ${phases:-0} phases, expected 7"
+  total=$(sed -n 's/.*"total_ms": *\([0-9.]*\).*/\1/p' "$work/status.log")
+  awk "BEGIN { exit !(${total:-0} > 0) }" || fail "status gives total_ms '$total'"
+  "$bin/ferry" status --pid "$pid" >"$work/status_text.log" 2>&1 || fail "ferry status exited $?"
+  grep -q "local" "$work/status_text.log" || fail "ferry status does not say local"
+  "$bin/ferry" ls >"$work/ls.log" 2>&1 || fail "ferry ls exited $?"
+  grep -q local "$work/ls.log" || fail "ferry ls does not show that pid $pid runs locally"
+  # twice in a row: refused, clearly
+  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/again.log" 2>&1
+  rc=$?
+  [ "$rc" = 1 ] || fail "a second ferry migrate exited $rc, expected 1"
+  grep -qi "already" "$work/again.log" || fail "a second migration is not refused as 'already' local"
+  finish
+  passed ctl "$rc"
+  [ "$(grep -c "now runs on local GPU 0" "$work/ctl.err")" = 1 ] || fail "not one success message"
+  expect_in ctl.out "^device memory in use at exit: 0$"
+  same_result ctl
+  # the socket goes with the program
+  [ ! -e "$sock" ] || fail "$sock is left behind"
+  ;;
+bad_control)
+  start_server
+  start ctl migrate_iter 1000000 2000 "$work/stop"
+  expect_reply help '^ok'
+  expect_reply frobnicate '^error .*frobnicate'
+  expect_reply '' '^error'
+  expect_reply 'migrate 9 0' '^error .*9'
+  expect_reply 'migrate 0 -1' '^error .*-1'
+  expect_reply 'migrate x 0' "^error .*'?x'?"
+  expect_reply 'migrate 0 x' "^error .*'?x'?"
+  expect_reply 'migrate 0' '^error'
+  expect_reply 'migrate 0 0 0' '^error'
+  expect_reply 'migrate 99999999999999999999 0' '^error'
+  expect_reply 'status now' '^error'
+  long=$(printf '%300s' '' | tr ' ' a)
+  expect_reply "$long" '^error .*too long'
+  # more bytes than any line, with no newline at all: refused, not buffered forever
+  printf '%5000s' '' | tr ' ' b | "$ctl_client" "$sock" >"$work/reply.log" 2>&1 || fail "no reply to 5000 bytes"
+  grep -q '^error .*too long' "$work/reply.log" || fail "5000 bytes without a newline got '$(cat "$work/reply.log")'"
+  # a NUL byte, bytes that are not text, CRLF, two requests on one connection
+  printf 'status\000x\n' | "$ctl_client" "$sock" >"$work/reply.log" 2>&1 || fail "no reply to a NUL byte"
+  grep -q '^error' "$work/reply.log" || fail "a NUL byte got '$(cat "$work/reply.log")'"
+  printf '\377\376\001 migrate\n' | "$ctl_client" "$sock" >"$work/reply.log" 2>&1 || fail "no reply to binary bytes"
+  grep -q '^error' "$work/reply.log" || fail "binary bytes got '$(cat "$work/reply.log")'"
+  printf 'status\r\n' | "$ctl_client" "$sock" >"$work/reply.log" 2>&1 || fail "no reply to CRLF"
+  grep -q '^ok' "$work/reply.log" || fail "'status' with CRLF got '$(cat "$work/reply.log")'"
+  printf 'help\nstatus\n' | "$ctl_client" "$sock" >"$work/reply.log" 2>&1 || fail "no reply to two lines"
+  [ "$(grep -c '^ok' "$work/reply.log")" = 2 ] || fail "two requests on one connection: $(cat "$work/reply.log")"
+  # peers that hang up mid-line: a partial request never runs
+  printf 'migrate 0 0' | "$ctl_client" "$sock" --hangup || fail "connect failed"
+  printf 'sta' | "$ctl_client" "$sock" --hangup || fail "connect failed"
+  printf '%200s' '' | "$ctl_client" "$sock" --hangup || fail "connect failed"
+  # many at once, each hanging up
+  i=0 clients=
+  while [ $i -lt 24 ]; do
+    printf 'status' | "$ctl_client" "$sock" --hangup &
+    clients="$clients $!"
+    i=$((i + 1))
+  done
+  for c in $clients; do wait "$c"; done
+  # after all that, the program still answers and is still remote
+  expect_reply status '^ok .*"backend": *"remote"'
+  expect_not_in ctl.err "local GPU"
+  # a migration over the raw socket, and a second one refused
+  expect_reply 'migrate 0 0' '^ok'
+  expect_reply status '^ok .*"backend": *"local"'
+  expect_reply 'migrate 0 0' '^error .*already'
+  expect_reply 'migrate 0 1' '^error'
+  finish
+  passed ctl "$rc"
+  migrated ctl
+  same_result ctl
+  ;;
+fail_absent)
+  start_server
+  reference 40
+  rc=$(FERRY_MIGRATE_AT=0:7:launch=50 run absent migrate_iter 40)
+  passed absent "$rc"
+  [ "$(value absent checksum)" = "$want" ] || fail "checksum after the failed migration differs"
+  failed_once absent 7
+  echo "$reason" | grep -qi "gpu" || fail "the reason '$reason' does not mention the GPU"
+  ;;
+fail_full)
+  start_server
+  reference 40
+  # the program holds about 8 MiB; the local GPU has 6
+  rc=$(FERRY_SIM_TOTAL_MEM=$((6 << 20)) FERRY_MIGRATE_AT=0:0:launch=100 run full migrate_iter 40)
+  passed full "$rc"
+  [ "$(value full checksum)" = "$want" ] || fail "checksum after the failed migration differs"
+  failed_once full 0
+  echo "$reason" | grep -Eqi "memory|full" || fail "the reason '$reason' does not say the GPU is full"
+  ;;
+texture)
+  start_server
+  reference 40
+  rc=$(run tex migrate_iter --texture 40)
+  passed tex "$rc"
+  [ "$(value tex checksum)" = "$want" ] || fail "--texture changes the checksum"
+  # iteration 0 launches 6 kernels; iteration 1 launches 7 and 8, makes its
+  # texture object, launches 9, 10 and 11 (which reads it), destroys it
+  # with a texture object alive (the program already destroyed others, so it
+  # holds a later number): it moves and keeps the object's value
+  rc=$(FERRY_MIGRATE_AT=0:0:launch=11 run tex11 migrate_iter --texture 40)
+  passed tex11 "$rc"
+  [ "$(value tex11 checksum)" = "$want" ] || fail "checksum after migrating with a live texture differs"
+  migrated tex11
+  # with no texture object alive, it moves, and makes new ones locally
+  rc=$(FERRY_MIGRATE_AT=0:0:launch=7 run tex7 migrate_iter --texture 40)
+  passed tex7 "$rc"
+  [ "$(value tex7 checksum)" = "$want" ] || fail "checksum after migrating at launch 7 differs"
+  migrated tex7
+  ;;
+fail_reserve | fail_replay | fail_memsync | fail_vars)
+  point=${case_name#fail_}
+  start_server
+  # the fault fires once, at launch 30; the program goes on remotely ...
+  FERRY_FAULT=$point FERRY_MIGRATE_AT=0:0:launch=30 start ctl migrate_iter 1000000 2000 "$work/stop"
+  unset FERRY_FAULT FERRY_MIGRATE_AT # in shells that keep a function's assignments
+  wait_for "the failed migration" grep -q "migration of device 0 to local GPU 0 failed" "$work/ctl.err"
+  failed_once ctl 0
+  echo "failing at $point: $reason"
+  status_json
+  json_has backend '"remote"'
+  json_has state '"failed"'
+  grep -q '"error": *"[^"]' "$work/status.log" || fail "status gives no reason for the failure"
+  # ... and a second migration, without the fault, succeeds
+  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/migrate.log" 2>&1 || fail "ferry migrate after the fault exited $?"
+  status_json
+  json_has backend '"local"'
+  finish
+  passed ctl "$rc"
+  same_result ctl
+  [ "$(grep -c "now runs on local GPU 0" "$work/ctl.err")" = 1 ] || fail "no success message after the retry"
+  expect_in ctl.out "^device memory in use at exit: 0$"
+  ;;
+*)
+  fail "unknown case"
+  ;;
+esac
+echo "e2e migrate $case_name: ok"

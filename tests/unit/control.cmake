@@ -1,0 +1,10 @@
+# The control socket (shim/control.c) against test doubles of the migration
+# engine, and the ferry CLI's ls/status/migrate against a program using it.
+ferry_unit_test(test_control
+  ${CMAKE_SOURCE_DIR}/tests/unit/test_control.c
+  ${CMAKE_SOURCE_DIR}/shim/control.c
+  ${CMAKE_SOURCE_DIR}/cli/json_lite.c
+  ${CMAKE_SOURCE_DIR}/common/log.c)
+target_link_libraries(test_control PRIVATE Threads::Threads)
+target_compile_definitions(test_control PRIVATE FERRY_CLI="$<TARGET_FILE:ferry>")
+add_dependencies(test_control ferry)

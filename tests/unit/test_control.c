@@ -1,0 +1,1027 @@
+/* Checks the control socket (shim/control.c) and the CLI verbs that use it
+ * (ferry ls/status/migrate), against test doubles of the migration engine
+ * defined here. Three layers: ferry_control_handle as a pure function (every
+ * verb and every bad input), the real socket in this process (mode, framing,
+ * too-long lines, peers that vanish, status during a migration, the
+ * connection cap), and fresh processes (this binary run as "child") for what
+ * happens once per process: stale and live sockets, FERRY_CONTROL=off,
+ * fork(), removal at exit, and the CLI talking to such a child. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cli/json_lite.h"
+#include "shim/migrate.h"
+
+extern char **environ;
+
+#define GIB (1024ull * 1024 * 1024)
+#define WAIT_MS 20000 /* only a hang takes this long; then the test fails instead of hanging */
+
+/* ---- test doubles of the migration engine ---- */
+
+const char *const ferry_phase_names[FERRY_PHASE_COUNT] = {"hold",    "drain", "setup", "replay",
+                                                          "memsync", "vars",  "switch"};
+
+static pthread_mutex_t dbl_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t dbl_cond = PTHREAD_COND_INITIALIZER;
+static struct ferry_vgpu_status dbl[4];
+static int dbl_count;
+static int migrate_calls, last_vgpu, last_gpu;
+static char fail_reason[256]; /* non-empty: the next migration fails with it */
+static int fail_empty;        /* the next migration fails with no reason */
+static int block_migrate;     /* migrations wait for `release` after posting `started` */
+static sem_t started, release;
+static int polls_to_finish; /* >0: a migration ends after this many status calls (the CLI's polls) */
+static int polls;
+
+static void reset_doubles(void) {
+  pthread_mutex_lock(&dbl_lock);
+  memset(dbl, 0, sizeof dbl);
+  dbl_count = 2;
+  for (int i = 0; i < 2; i++) {
+    dbl[i].index = i;
+    snprintf(dbl[i].where, sizeof dbl[i].where, "tcp://gpunode:7420/%d", i);
+    dbl[i].records = 10 + (uint64_t)i;
+    dbl[i].regions = 2;
+    dbl[i].live_bytes = 4096;
+  }
+  migrate_calls = 0;
+  last_vgpu = last_gpu = -1;
+  fail_reason[0] = '\0';
+  fail_empty = block_migrate = polls_to_finish = polls = 0;
+  pthread_mutex_unlock(&dbl_lock);
+}
+
+int ferry_vgpu_count(void) {
+  pthread_mutex_lock(&dbl_lock);
+  int n = dbl_count;
+  pthread_mutex_unlock(&dbl_lock);
+  return n;
+}
+
+int ferry_vgpu_status(int index, struct ferry_vgpu_status *out) {
+  pthread_mutex_lock(&dbl_lock);
+  if (index < 0 || index >= dbl_count) {
+    pthread_mutex_unlock(&dbl_lock);
+    return -1;
+  }
+  struct ferry_vgpu_status *s = &dbl[index];
+  if (s->state == FERRY_MIG_RUNNING && polls_to_finish) {
+    s->bytes_done += GIB; /* each look sees the copy further on */
+    polls++;
+    pthread_cond_broadcast(&dbl_cond);
+  }
+  *out = *s;
+  pthread_mutex_unlock(&dbl_lock);
+  return 0;
+}
+
+int ferry_migrate(int vgpu, int local_gpu, char *err, size_t errlen) {
+  pthread_mutex_lock(&dbl_lock);
+  migrate_calls++;
+  last_vgpu = vgpu;
+  last_gpu = local_gpu;
+  struct ferry_vgpu_status *s = &dbl[vgpu];
+  if (s->local) {
+    snprintf(err, errlen, "vgpu %d already runs on local GPU %d", vgpu, local_gpu);
+    pthread_mutex_unlock(&dbl_lock);
+    return -1;
+  }
+  if (fail_reason[0] || fail_empty) {
+    snprintf(err, errlen, "%s", fail_reason);
+    s->state = FERRY_MIG_FAILED;
+    s->phase = FERRY_PHASE_REPLAY;
+    snprintf(s->error, sizeof s->error, "%s", fail_reason);
+    pthread_mutex_unlock(&dbl_lock);
+    return -1;
+  }
+  s->state = FERRY_MIG_RUNNING;
+  s->phase = FERRY_PHASE_MEMSYNC;
+  s->bytes_total = 4 * GIB;
+  s->bytes_done = 0;
+  if (polls_to_finish) {
+    polls = 0;
+    while (polls < polls_to_finish) pthread_cond_wait(&dbl_cond, &dbl_lock);
+  }
+  int block = block_migrate;
+  pthread_mutex_unlock(&dbl_lock);
+  if (block) {
+    sem_post(&started);
+    sem_wait(&release);
+  }
+  pthread_mutex_lock(&dbl_lock);
+  s->state = FERRY_MIG_DONE;
+  s->phase = FERRY_PHASE_SWITCH;
+  s->bytes_done = s->bytes_total;
+  s->local = 1;
+  snprintf(s->where, sizeof s->where, "local GPU %d (Sim)", local_gpu);
+  for (int i = 0; i < FERRY_PHASE_COUNT; i++) s->phase_ms[i] = i + 0.5;
+  s->total_ms = 12.5;
+  s->launch_at_start = 5;
+  s->records_replayed = 12;
+  s->modules_replayed = 1;
+  s->replay_module_ms = 2.0;
+  s->replay_other_ms = 0.5;
+  s->bytes_copied = 4 * GIB;
+  s->ranges_copied = 2;
+  s->requests = 1;
+  pthread_mutex_unlock(&dbl_lock);
+  return 0;
+}
+
+/* ---- helpers ---- */
+
+static char dir[64]; /* FERRY_CONTROL_DIR of every test */
+
+static char *handle(const char *line) {
+  static char reply[65536];
+  ferry_control_handle(line, reply, sizeof reply);
+  return reply;
+}
+
+static void sock_path(pid_t pid, char *out, size_t n) {
+  snprintf(out, n, "%s/ferry-%d.sock", dir, (int)pid);
+}
+
+static int connect_path(const char *path) {
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+static int connect_self(void) {
+  char path[128];
+  sock_path(getpid(), path, sizeof path);
+  int fd = connect_path(path);
+  assert_true(fd >= 0);
+  return fd;
+}
+
+static void send_str(int fd, const char *s, size_t n) {
+  assert_int_equal(send(fd, s, n, MSG_NOSIGNAL), (ssize_t)n);
+}
+
+/* one line, without its \n; NULL at end of stream (EOF or reset) */
+static char *read_line(int fd, char *buf, size_t n) {
+  size_t have = 0;
+  while (have + 1 < n) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, WAIT_MS), 1); /* 0: the program never answered */
+    ssize_t r = read(fd, buf + have, 1);
+    if (r <= 0) return NULL;
+    if (buf[have] == '\n') {
+      buf[have] = '\0';
+      return buf;
+    }
+    have++;
+  }
+  fail_msg("reply longer than %zu bytes", n);
+  return NULL;
+}
+
+static char *ask(int fd, const char *line) {
+  static __thread char buf[65536];
+  send_str(fd, line, strlen(line));
+  char *r = read_line(fd, buf, sizeof buf);
+  assert_non_null(r);
+  return r;
+}
+
+static void assert_closed(int fd) {
+  char buf[16];
+  assert_null(read_line(fd, buf, sizeof buf));
+}
+
+/* a socket file with nobody behind it, as a killed program leaves */
+static void make_stale(const char *path) {
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+  close(fd);
+  assert_int_equal(connect_path(path), -1);
+  assert_int_equal(errno, ECONNREFUSED);
+}
+
+/* environment for a child: ours with the control variables replaced */
+static char **child_env(const char *control) {
+  static char dirvar[128], ctlvar[64];
+  static char *env[512];
+  int n = 0;
+  for (char **e = environ; *e && n < 500; e++)
+    if (strncmp(*e, "FERRY_CONTROL", 13) && strncmp(*e, "FERRY_DEBUG=", 12)) env[n++] = *e;
+  snprintf(dirvar, sizeof dirvar, "FERRY_CONTROL_DIR=%s", dir);
+  env[n++] = dirvar;
+  if (control) {
+    snprintf(ctlvar, sizeof ctlvar, "FERRY_CONTROL=%s", control);
+    env[n++] = ctlvar;
+  }
+  env[n] = NULL;
+  return env;
+}
+
+struct proc {
+  pid_t pid;
+  int in, out, err; /* its stdin, stdout and stderr */
+};
+
+static struct proc spawn(char *const argv[], char **env) {
+  int in[2], out[2], err[2];
+  assert_int_equal(pipe2(in, O_CLOEXEC) | pipe2(out, O_CLOEXEC) | pipe2(err, O_CLOEXEC), 0);
+  struct proc p = {.pid = fork()};
+  assert_true(p.pid >= 0);
+  if (p.pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphans if this test is killed */
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    execve(argv[0], argv, env);
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  close(err[1]);
+  p.in = in[1], p.out = out[0], p.err = err[0];
+  return p;
+}
+
+/* this binary, as a program whose control socket the tests poke */
+static struct proc spawn_child(const char *control) {
+  static char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  assert_true(n > 0);
+  self[n] = '\0';
+  char *argv[] = {self, "child", NULL};
+  return spawn(argv, child_env(control));
+}
+
+static void child_do(struct proc *c, const char *cmd, const char *answer) {
+  char buf[64];
+  assert_int_equal(write(c->in, cmd, strlen(cmd)), (ssize_t)strlen(cmd));
+  assert_non_null(read_line(c->out, buf, sizeof buf));
+  assert_string_equal(buf, answer);
+}
+
+/* all of a stream, to its end */
+static void slurp(int fd, char *buf, size_t n) {
+  size_t have = 0;
+  ssize_t r;
+  while ((r = read(fd, buf + have, n - 1 - have)) > 0) have += (size_t)r;
+  buf[have] = '\0';
+}
+
+/* ends the child (EOF on its stdin) and returns its stderr */
+static char *child_end(struct proc *c) {
+  static char err[8192];
+  close(c->in);
+  int status;
+  assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
+  slurp(c->err, err, sizeof err);
+  close(c->out);
+  close(c->err);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  return err;
+}
+
+static int count_lines(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+/* ---- ferry_control_handle ---- */
+
+static void test_help(void **state) {
+  (void)state;
+  assert_string_equal(handle("help"), "ok verbs: migrate <vgpu> <local-gpu> | status | help");
+  assert_string_equal(handle("  help\t"), "ok verbs: migrate <vgpu> <local-gpu> | status | help");
+}
+
+static void test_status_json(void **state) {
+  (void)state;
+  reset_doubles();
+  dbl[1].local = 1;
+  snprintf(dbl[1].where, sizeof dbl[1].where, "local GPU 0 (Sim)");
+  dbl[1].state = FERRY_MIG_DONE;
+  dbl[1].phase = FERRY_PHASE_SWITCH;
+  dbl[1].bytes_done = dbl[1].bytes_total = 4096;
+  for (int i = 0; i < FERRY_PHASE_COUNT; i++) dbl[1].phase_ms[i] = i * 1.25;
+  dbl[1].total_ms = 26.25;
+  dbl[1].launches = 40;
+  dbl[1].launch_at_start = 20;
+  dbl[1].records_replayed = 11;
+  dbl[1].modules_replayed = 1;
+  dbl[1].replay_module_ms = 3.0;
+  dbl[1].replay_other_ms = 0.75;
+  dbl[1].bytes_copied = 8192;
+  dbl[1].ranges_copied = 1;
+  dbl[1].requests = 3;
+  char expect[4096];
+  snprintf(expect, sizeof expect,
+           "ok {\"pid\":%d,\"vgpus\":["
+           "{\"index\":0,\"backend\":\"remote\",\"where\":\"tcp://gpunode:7420/0\",\"records\":10,"
+           "\"regions\":2,\"live_bytes\":4096,\"launches\":0,\"migration\":{\"state\":\"none\","
+           "\"phase\":null,\"bytes_done\":0,\"bytes_total\":0,\"phase_ms\":{\"hold\":0.000,"
+           "\"drain\":0.000,\"setup\":0.000,\"replay\":0.000,\"memsync\":0.000,\"vars\":0.000,"
+           "\"switch\":0.000},\"total_ms\":0.000,\"launch_at_start\":0,\"records_replayed\":0,"
+           "\"modules_replayed\":0,\"replay_module_ms\":0.000,\"replay_other_ms\":0.000,"
+           "\"bytes_copied\":0,\"ranges_copied\":0,\"requests\":0,\"error\":\"\"}},"
+           "{\"index\":1,\"backend\":\"local\",\"where\":\"local GPU 0 (Sim)\",\"records\":11,"
+           "\"regions\":2,\"live_bytes\":4096,\"launches\":40,\"migration\":{\"state\":\"done\","
+           "\"phase\":\"switch\",\"bytes_done\":4096,\"bytes_total\":4096,\"phase_ms\":{"
+           "\"hold\":0.000,\"drain\":1.250,\"setup\":2.500,\"replay\":3.750,\"memsync\":5.000,"
+           "\"vars\":6.250,\"switch\":7.500},\"total_ms\":26.250,\"launch_at_start\":20,"
+           "\"records_replayed\":11,\"modules_replayed\":1,\"replay_module_ms\":3.000,"
+           "\"replay_other_ms\":0.750,\"bytes_copied\":8192,\"ranges_copied\":1,\"requests\":3,"
+           "\"error\":\"\"}}]}",
+           (int)getpid());
+  assert_string_equal(handle("status"), expect);
+}
+
+static void test_status_no_vgpu(void **state) {
+  (void)state;
+  reset_doubles();
+  dbl_count = 0;
+  char expect[64];
+  snprintf(expect, sizeof expect, "ok {\"pid\":%d,\"vgpus\":[]}", (int)getpid());
+  assert_string_equal(handle("status"), expect);
+  assert_string_equal(handle("migrate 0 0"), "error no vgpu 0: this program has no vGPU yet");
+  assert_int_equal(migrate_calls, 0);
+}
+
+/* strings that need escaping come back intact through a JSON reader */
+static void test_status_escaping(void **state) {
+  (void)state;
+  reset_doubles();
+  const char *where = "a\"b\\c\nd\te\x01 caf\xc3\xa9 \x7f";
+  snprintf(dbl[0].where, sizeof dbl[0].where, "%s%s", where, "\xff!");
+  dbl[0].state = FERRY_MIG_FAILED;
+  dbl[0].phase = FERRY_PHASE_REPLAY;
+  snprintf(dbl[0].error, sizeof dbl[0].error, "cannot \"reserve\"\r\n0x200000000000");
+  const char *r = handle("status");
+  assert_memory_equal(r, "ok {", 4);
+  for (const char *p = r; *p; p++) assert_true((unsigned char)*p >= 0x20); /* one line */
+  const char *v = jl_at(jl_get(r + 3, "vgpus"), 0);
+  assert_non_null(v);
+  assert_non_null(jl_skip(r + 3));
+  char s[512], expect[512];
+  assert_int_equal(jl_str(jl_get(v, "where"), s, sizeof s), 0);
+  snprintf(expect, sizeof expect, "%s\xef\xbf\xbd!", where); /* a stray byte reads as U+FFFD */
+  assert_string_equal(s, expect);
+  const char *mig = jl_get(v, "migration");
+  assert_int_equal(jl_str(jl_get(mig, "error"), s, sizeof s), 0);
+  assert_string_equal(s, "cannot \"reserve\"\r\n0x200000000000");
+  assert_int_equal(jl_str(jl_get(mig, "phase"), s, sizeof s), 0);
+  assert_string_equal(s, "replay");
+  assert_int_equal(jl_str(jl_get(mig, "state"), s, sizeof s), 0);
+  assert_string_equal(s, "failed");
+}
+
+static void test_status_numbers(void **state) {
+  (void)state;
+  reset_doubles();
+  dbl[0].state = FERRY_MIG_RUNNING;
+  dbl[0].phase = FERRY_PHASE_MEMSYNC;
+  dbl[0].bytes_done = 1ull << 40;
+  dbl[0].bytes_total = UINT64_MAX;
+  dbl[0].phase_ms[0] = NAN; /* not JSON */
+  dbl[0].total_ms = INFINITY;
+  const char *r = handle("status");
+  assert_non_null(strstr(r, "\"phase\":\"memsync\",\"bytes_done\":1099511627776,"
+                            "\"bytes_total\":18446744073709551615,\"phase_ms\":{\"hold\":0.000,"));
+  assert_non_null(strstr(r, "\"total_ms\":0.000,"));
+  assert_null(strstr(r, "nan"));
+  assert_null(strstr(r, "inf"));
+  dbl[0].phase = 99; /* out of range: no name to give */
+  assert_non_null(strstr(handle("status"), "\"phase\":null"));
+}
+
+static void test_status_too_small(void **state) {
+  (void)state;
+  reset_doubles();
+  char buf[96];
+  memset(buf, 'X', sizeof buf);
+  ferry_control_handle("status", buf, 64);
+  assert_string_equal(buf, "error status does not fit in 64 bytes");
+  assert_int_equal(buf[64], 'X');
+  memset(buf, 'X', sizeof buf);
+  ferry_control_handle("help", buf, 8); /* cut, never overrun */
+  assert_string_equal(buf, "ok verb");
+  assert_int_equal(buf[8], 'X');
+}
+
+static void test_migrate_ok(void **state) {
+  (void)state;
+  reset_doubles();
+  assert_string_equal(handle("migrate 1 0"), "ok vgpu 1 now on local GPU 0 (12.5 ms)");
+  assert_int_equal(migrate_calls, 1);
+  assert_int_equal(last_vgpu, 1);
+  assert_int_equal(last_gpu, 0);
+  assert_string_equal(handle("migrate\t0   7 "), "ok vgpu 0 now on local GPU 7 (12.5 ms)");
+  assert_int_equal(last_vgpu, 0);
+  assert_int_equal(last_gpu, 7);
+  /* the engine refuses a second move; the reply carries its reason */
+  assert_string_equal(handle("migrate 0 7"), "error vgpu 0 already runs on local GPU 7");
+}
+
+static void test_migrate_error(void **state) {
+  (void)state;
+  reset_doubles();
+  snprintf(fail_reason, sizeof fail_reason, "local GPU 1 is full\n(needs 4 GiB)");
+  assert_string_equal(handle("migrate 0 1"), "error local GPU 1 is full (needs 4 GiB)");
+  reset_doubles();
+  fail_empty = 1;
+  assert_string_equal(handle("migrate 0 1"), "error migration failed");
+  assert_int_equal(migrate_calls, 1);
+}
+
+static void test_bad_input(void **state) {
+  (void)state;
+  static const char *const cases[][2] = {
+      {"", "error empty request (try help)"},
+      {" \t ", "error empty request (try help)"},
+      {"foo", "error unknown command 'foo' (try help)"},
+      {"MIGRATE 0 1", "error unknown command 'MIGRATE' (try help)"},
+      {"migrate", "error migrate takes 2 arguments, <vgpu> <local-gpu> (got 0)"},
+      {"migrate 0", "error migrate takes 2 arguments, <vgpu> <local-gpu> (got 1)"},
+      {"migrate 0 1 2", "error migrate takes 2 arguments, <vgpu> <local-gpu> (got 3)"},
+      {"migrate 0 1 2 3 4 5 6", "error migrate takes 2 arguments, <vgpu> <local-gpu> (got 7)"},
+      {"migrate x 1", "error vgpu 'x' is not a number"},
+      {"migrate 0 y", "error local GPU 'y' is not a number"},
+      {"migrate 1.5 0", "error vgpu '1.5' is not a number"},
+      {"migrate 0x1 0", "error vgpu '0x1' is not a number"},
+      {"migrate +1 0", "error vgpu '+1' is not a number"},
+      {"migrate - 0", "error vgpu '-' is not a number"},
+      {"migrate -x 0", "error vgpu '-x' is not a number"},
+      {"migrate -1 0", "error vgpu '-1' must not be negative"},
+      {"migrate 0 -1", "error local GPU '-1' must not be negative"},
+      {"migrate 2 0", "error no vgpu 2: this program has 2 (0..1)"},
+      {"migrate 2147483647 0", "error no vgpu 2147483647: this program has 2 (0..1)"},
+      {"migrate 2147483648 0", "error vgpu '2147483648' is too large"},
+      {"migrate 0 99999999999999999999999", "error local GPU '99999999999999999999999' is too large"},
+      {"status 0", "error status takes no arguments (got '0')"},
+      {"help me", "error help takes no arguments (got 'me')"},
+  };
+  reset_doubles();
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *r = handle(cases[i][0]);
+    if (strcmp(r, cases[i][1])) fail_msg("'%s' -> '%s', expected '%s'", cases[i][0], r, cases[i][1]);
+  }
+  assert_int_equal(migrate_calls, 0); /* none of them reached the engine */
+}
+
+/* what a bad request quotes back is short and printable */
+static void test_bad_input_echo(void **state) {
+  (void)state;
+  char line[200], expect[200];
+  memset(line, 'v', 100);
+  line[0] = '\x1b';
+  line[100] = '\0';
+  /* the first 32 bytes, the escape shown as ? */
+  snprintf(expect, sizeof expect, "error unknown command '?%.31s...' (try help)", line + 1);
+  assert_string_equal(handle(line), expect);
+  assert_string_equal(handle("\xc3\xa9t\x7f"), "error unknown command '??t?' (try help)");
+}
+
+static void test_line_length(void **state) {
+  (void)state;
+  char line[300];
+  memset(line, ' ', sizeof line);
+  memcpy(line, "help", 4);
+  line[256] = '\0'; /* the longest line there may be */
+  assert_string_equal(handle(line), "ok verbs: migrate <vgpu> <local-gpu> | status | help");
+  line[256] = ' ';
+  line[257] = '\0';
+  assert_string_equal(handle(line), "error line too long (max 256 bytes)");
+}
+
+/* ---- the socket, in this process ---- */
+
+static int socket_setup(void **state) {
+  (void)state;
+  reset_doubles();
+  /* with no umask at all, the file's mode can only come from control.c */
+  mode_t old = umask(0);
+  ferry_control_start(); /* once: later calls do nothing */
+  ferry_control_start();
+  umask(old);
+  return 0;
+}
+
+static void test_socket_file(void **state) {
+  (void)state;
+  char path[128];
+  sock_path(getpid(), path, sizeof path);
+  struct stat st;
+  assert_int_equal(lstat(path, &st), 0);
+  assert_true(S_ISSOCK(st.st_mode));
+  assert_int_equal(st.st_mode & 07777, 0600);
+  assert_int_equal(st.st_uid, geteuid());
+}
+
+static void test_socket_requests(void **state) {
+  (void)state;
+  int fd = connect_self();
+  char a[256], b[65536], c[256], d[256];
+  /* several requests in one write, \r\n or \n, one reply each, in order */
+  const char *req = "help\nstatus\r\nmigrate 9 0\n\r\n";
+  send_str(fd, req, strlen(req));
+  assert_string_equal(read_line(fd, a, sizeof a), "ok verbs: migrate <vgpu> <local-gpu> | status | help");
+  assert_non_null(read_line(fd, b, sizeof b));
+  assert_string_equal(b, handle("status"));
+  assert_string_equal(read_line(fd, c, sizeof c), "error no vgpu 9: this program has 2 (0..1)");
+  assert_string_equal(read_line(fd, d, sizeof d), "error empty request (try help)");
+  /* a request split over several writes */
+  send_str(fd, "he", 2);
+  send_str(fd, "lp\n", 3);
+  assert_string_equal(read_line(fd, a, sizeof a), "ok verbs: migrate <vgpu> <local-gpu> | status | help");
+  assert_string_equal(ask(fd, "migrate 1 3\n"), "ok vgpu 1 now on local GPU 3 (12.5 ms)");
+  send_str(fd, "he\0lp\n", 6);
+  assert_string_equal(read_line(fd, a, sizeof a), "error request holds a NUL byte");
+  close(fd);
+}
+
+static void test_socket_too_long(void **state) {
+  (void)state;
+  char line[1100];
+  memset(line, ' ', sizeof line);
+  memcpy(line, "help", 4);
+  /* the longest line, with \r\n, is answered */
+  int fd = connect_self();
+  memcpy(line + 256, "\r\n", 2);
+  send_str(fd, line, 258);
+  char r[256];
+  assert_string_equal(read_line(fd, r, sizeof r), "ok verbs: migrate <vgpu> <local-gpu> | status | help");
+  /* one byte more is refused and the connection closed */
+  line[256] = ' ';
+  line[257] = '\n';
+  send_str(fd, line, 258);
+  assert_string_equal(read_line(fd, r, sizeof r), "error line too long (max 256 bytes)");
+  assert_closed(fd);
+  close(fd);
+  /* so is an endless line with no newline at all */
+  fd = connect_self();
+  memset(line, 'x', sizeof line);
+  send_str(fd, line, sizeof line);
+  assert_string_equal(read_line(fd, r, sizeof r), "error line too long (max 256 bytes)");
+  assert_closed(fd);
+  close(fd);
+  fd = connect_self();
+  assert_string_equal(ask(fd, "help\n"), "ok verbs: migrate <vgpu> <local-gpu> | status | help");
+  close(fd);
+}
+
+static void test_socket_disconnect_mid_line(void **state) {
+  (void)state;
+  reset_doubles();
+  int fd = connect_self();
+  send_str(fd, "help\nmigrate 0 1", 16);
+  shutdown(fd, SHUT_WR); /* gone before the newline */
+  char r[256];
+  assert_string_equal(read_line(fd, r, sizeof r), "ok verbs: migrate <vgpu> <local-gpu> | status | help");
+  assert_closed(fd);
+  close(fd);
+  fd = connect_self();
+  send_str(fd, "migrate 0", 9);
+  close(fd); /* and one that vanishes outright */
+  fd = connect_self();
+  assert_memory_equal(ask(fd, "status\n"), "ok {", 4);
+  close(fd);
+  assert_int_equal(migrate_calls, 0); /* the partial line never ran */
+}
+
+/* status is answered while a migration blocks its own connection */
+static void test_socket_status_during_migrate(void **state) {
+  (void)state;
+  reset_doubles();
+  block_migrate = 1;
+  int m = connect_self();
+  send_str(m, "migrate 0 1\n", 12);
+  sem_wait(&started);
+  int s = connect_self();
+  const char *st = ask(s, "status\n");
+  const char *mig = jl_get(jl_at(jl_get(st + 3, "vgpus"), 0), "migration");
+  char v[32];
+  assert_int_equal(jl_str(jl_get(mig, "state"), v, sizeof v), 0);
+  assert_string_equal(v, "running");
+  assert_int_equal(jl_str(jl_get(mig, "phase"), v, sizeof v), 0);
+  assert_string_equal(v, "memsync");
+  assert_string_equal(ask(s, "help\n"), "ok verbs: migrate <vgpu> <local-gpu> | status | help");
+  sem_post(&release);
+  char r[256];
+  assert_string_equal(read_line(m, r, sizeof r), "ok vgpu 0 now on local GPU 1 (12.5 ms)");
+  assert_non_null(strstr(ask(s, "status\n"), "\"backend\":\"local\",\"where\":\"local GPU 1 (Sim)\""));
+  close(m);
+  close(s);
+}
+
+/* all 16 connections answered: this test holds every slot. 0 while the
+   threads of earlier tests' connections have not yet seen their hang-ups */
+static int fill(int fds[16]) {
+  char r[256];
+  int ok = 1;
+  for (int i = 0; i < 16; i++) {
+    fds[i] = connect_self();
+    send_str(fds[i], "help\n", 5);
+    ok &= read_line(fds[i], r, sizeof r) && !strncmp(r, "ok ", 3);
+  }
+  for (int i = 0; i < 16 && !ok; i++) close(fds[i]);
+  return ok;
+}
+
+/* more connections than the cap: told "busy", the others keep working */
+static void test_socket_busy(void **state) {
+  (void)state;
+  int fds[16], full = 0;
+  for (int tries = 0; tries < 1000 && !(full = fill(fds)); tries++)
+    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+  assert_true(full);
+  int extra = connect_self();
+  char r[256];
+  assert_string_equal(read_line(extra, r, sizeof r), "error busy (too many control connections)");
+  assert_closed(extra);
+  close(extra);
+  assert_memory_equal(ask(fds[7], "help\n"), "ok ", 3);
+  for (int i = 0; i < 16; i++) close(fds[i]);
+  /* the slots come back once their threads see the hang-ups */
+  int ok = 0;
+  for (int tries = 0; tries < 1000 && !ok; tries++) {
+    int fd = connect_self();
+    send_str(fd, "help\n", 5);
+    ok = read_line(fd, r, sizeof r) && !strncmp(r, "ok ", 3);
+    close(fd);
+    if (!ok) nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+  }
+  assert_true(ok);
+}
+
+/* ---- once per process: children ---- */
+
+static void test_stale_socket_replaced(void **state) {
+  (void)state;
+  struct proc c = spawn_child(NULL);
+  char path[128];
+  sock_path(c.pid, path, sizeof path);
+  make_stale(path);
+  child_do(&c, "go\n", "started");
+  int fd = connect_path(path);
+  assert_true(fd >= 0);
+  assert_memory_equal(ask(fd, "help\n"), "ok ", 3);
+  close(fd);
+  assert_string_equal(child_end(&c), "");
+  struct stat st;
+  assert_int_equal(lstat(path, &st), -1); /* removed at exit */
+}
+
+static void test_live_socket_kept(void **state) {
+  (void)state;
+  struct proc c = spawn_child(NULL);
+  char path[128];
+  sock_path(c.pid, path, sizeof path);
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+  int live = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  assert_int_equal(bind(live, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(live, 4), 0);
+  struct stat before, after;
+  assert_int_equal(lstat(path, &before), 0);
+  child_do(&c, "go\n", "started");
+  assert_int_equal(lstat(path, &after), 0);
+  assert_true(before.st_ino == after.st_ino);
+  int fd = connect_path(path); /* still ours */
+  assert_true(fd >= 0);
+  int got = -1;
+  for (int i = 0; i < 2 && got < 0; i++) got = accept(live, NULL, NULL); /* the child's probe, then ours */
+  assert_true(got >= 0);
+  close(got);
+  close(fd);
+  const char *err = child_end(&c);
+  assert_non_null(strstr(err, "a live program answers there; not started"));
+  assert_int_equal(count_lines(err), 1);
+  assert_int_equal(lstat(path, &after), 0); /* the child did not remove what it did not make */
+  assert_true(before.st_ino == after.st_ino);
+  close(live);
+  unlink(path);
+}
+
+static void test_not_a_socket_kept(void **state) {
+  (void)state;
+  struct proc c = spawn_child(NULL);
+  char path[128];
+  sock_path(c.pid, path, sizeof path);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("keep me", f);
+  fclose(f);
+  child_do(&c, "go\n", "started");
+  const char *err = child_end(&c);
+  assert_non_null(strstr(err, "a file that is not a socket is in the way"));
+  assert_int_equal(count_lines(err), 1);
+  struct stat st;
+  assert_int_equal(lstat(path, &st), 0);
+  assert_true(S_ISREG(st.st_mode));
+  assert_int_equal(st.st_size, 7);
+  unlink(path);
+}
+
+static void test_control_off(void **state) {
+  (void)state;
+  struct proc c = spawn_child("off");
+  char path[128];
+  sock_path(c.pid, path, sizeof path);
+  child_do(&c, "go\n", "started");
+  struct stat st;
+  assert_int_equal(lstat(path, &st), -1);
+  assert_string_equal(child_end(&c), "");
+}
+
+static void test_bad_dir(void **state) {
+  (void)state;
+  char saved[sizeof dir];
+  memcpy(saved, dir, sizeof dir);
+  snprintf(dir, sizeof dir, "%s/missing", saved);
+  struct proc c = spawn_child(NULL);
+  memcpy(dir, saved, sizeof dir);
+  child_do(&c, "go\n", "started"); /* the program goes on */
+  child_do(&c, "go\n", "started");
+  const char *err = child_end(&c);
+  assert_non_null(strstr(err, "missing/ferry-"));
+  assert_int_equal(count_lines(err), 1); /* said once */
+}
+
+/* a fork() child exiting leaves its parent's socket alone */
+static void test_fork_keeps_socket(void **state) {
+  (void)state;
+  struct proc c = spawn_child(NULL);
+  char path[128];
+  sock_path(c.pid, path, sizeof path);
+  child_do(&c, "go\n", "started");
+  child_do(&c, "fork\n", "forked");
+  int fd = connect_path(path);
+  assert_true(fd >= 0);
+  assert_memory_equal(ask(fd, "help\n"), "ok ", 3);
+  close(fd);
+  assert_string_equal(child_end(&c), "");
+  struct stat st;
+  assert_int_equal(lstat(path, &st), -1);
+}
+
+/* ---- the CLI against a child ---- */
+
+struct cli_result {
+  int rc;
+  char out[65536], err[8192];
+};
+
+static struct cli_result *cli(const char *a1, const char *a2, const char *a3, const char *a4,
+                              const char *a5, const char *a6) {
+  static struct cli_result res;
+  char *argv[] = {FERRY_CLI, (char *)a1, (char *)a2, (char *)a3, (char *)a4, (char *)a5, (char *)a6, NULL};
+  struct proc p = spawn(argv, child_env(NULL));
+  close(p.in);
+  /* stderr is small; read stdout first, then stderr */
+  slurp(p.out, res.out, sizeof res.out);
+  slurp(p.err, res.err, sizeof res.err);
+  int status;
+  assert_int_equal(waitpid(p.pid, &status, 0), p.pid);
+  close(p.out);
+  close(p.err);
+  assert_true(WIFEXITED(status));
+  res.rc = WEXITSTATUS(status);
+  return &res;
+}
+
+static void test_cli_ls(void **state) {
+  (void)state;
+  struct proc c = spawn_child(NULL);
+  child_do(&c, "go\n", "started");
+  char path[128], stale[128], row[512];
+  sock_path(c.pid, path, sizeof path);
+  sock_path(999999, stale, sizeof stale);
+  unlink(stale);
+  make_stale(stale);
+  struct cli_result *r = cli("ls", NULL, NULL, NULL, NULL, NULL);
+  assert_int_equal(r->rc, 0);
+  assert_memory_equal(r->out, "PID ", 4);
+  snprintf(row, sizeof row, "%-8d %-5s %-8s %-40s %s\n", (int)c.pid, "1", "remote", "tcp://gpunode:7420/1", path);
+  if (!strstr(r->out, row)) fail_msg("no row '%s' in:\n%s", row, r->out);
+  assert_null(strstr(r->out, "999999")); /* the dead one is skipped */
+  r = cli("ls", "--json", NULL, NULL, NULL, NULL);
+  assert_int_equal(r->rc, 0);
+  assert_non_null(jl_skip(r->out));
+  const char *mine = NULL, *e;
+  double pid;
+  for (int i = 0; (e = jl_at(r->out, i)); i++)
+    if (!jl_num(jl_get(e, "pid"), &pid) && pid == c.pid) mine = e;
+  assert_non_null(mine);
+  char s[256];
+  assert_int_equal(jl_str(jl_get(mine, "socket"), s, sizeof s), 0);
+  assert_string_equal(s, path);
+  assert_non_null(jl_at(jl_get(mine, "vgpus"), 1));
+  r = cli("ls", "-l", NULL, NULL, NULL, NULL);
+  assert_int_equal(r->rc, 2);
+  child_end(&c);
+  unlink(stale);
+}
+
+static void test_cli_status(void **state) {
+  (void)state;
+  struct proc c = spawn_child(NULL);
+  child_do(&c, "go\n", "started");
+  char pid[32], path[128], expect[4096];
+  snprintf(pid, sizeof pid, "%d", (int)c.pid);
+  sock_path(c.pid, path, sizeof path);
+  struct cli_result *r = cli("status", "--pid", pid, NULL, NULL, NULL);
+  assert_int_equal(r->rc, 0);
+  snprintf(expect, sizeof expect,
+           "pid %s  socket %s\n"
+           "vGPU 0  remote  tcp://gpunode:7420/0\n"
+           "  records 10, live regions 2 (4.0 KiB), launches 0\n"
+           "  migration: none\n"
+           "vGPU 1  remote  tcp://gpunode:7420/1\n",
+           pid, path);
+  if (strncmp(r->out, expect, strlen(expect))) fail_msg("got:\n%s\nexpected:\n%s", r->out, expect);
+  r = cli("status", "--json", "--socket", path, NULL, NULL);
+  assert_int_equal(r->rc, 0);
+  int fd = connect_path(path);
+  snprintf(expect, sizeof expect, "%s\n", ask(fd, "status\n") + 3);
+  close(fd);
+  assert_string_equal(r->out, expect); /* as the program sent it */
+  child_end(&c);
+}
+
+static void test_cli_migrate(void **state) {
+  (void)state;
+  struct proc c = spawn_child(NULL);
+  child_do(&c, "go\n", "started");
+  char pid[32];
+  snprintf(pid, sizeof pid, "%d", (int)c.pid);
+  struct cli_result *r = cli("migrate", "--pid", pid, "0", "1", NULL);
+  if (r->rc) fail_msg("rc %d, stderr: %s", r->rc, r->err);
+  assert_string_equal(r->out, "vgpu 0 now on local GPU 1 (12.5 ms)\n");
+  /* the child's engine finishes only after the CLI looked three times */
+  assert_non_null(strstr(r->err, "ferry: vgpu 0 memsync 1.0/4.0 GiB (25%)\n"));
+  assert_non_null(strstr(r->err, "ferry: vgpu 0 memsync 3.0/4.0 GiB (75%)\n"));
+  r = cli("status", "--pid", pid, NULL, NULL, NULL);
+  assert_non_null(strstr(r->out, "vGPU 0  local  local GPU 1 (Sim)\n"));
+  assert_non_null(strstr(r->out, "  migration: done in 12.5 ms (hold 0.5, drain 1.5, setup 2.5, "
+                                 "replay 3.5, memsync 4.5, vars 5.5, switch 6.5 ms)\n"
+                                 "             at launch 5; replayed 12 records, 1 modules (2.0 ms, "
+                                 "rest 0.5 ms); copied 4.0 GiB in 2 ranges, 1 requests\n"));
+  r = cli("migrate", "--pid", pid, "0", "1", NULL);
+  assert_int_equal(r->rc, 1);
+  assert_string_equal(r->err, "ferry migrate: vgpu 0 already runs on local GPU 1\n");
+  r = cli("migrate", "--pid", pid, "5", "0", NULL);
+  assert_int_equal(r->rc, 1);
+  assert_string_equal(r->err, "ferry migrate: no vgpu 5: this program has 2 (0..1)\n");
+  child_end(&c);
+}
+
+static void test_cli_errors(void **state) {
+  (void)state;
+  char gone[32], path[128];
+  /* a process that has ended: its pid is free for a while */
+  struct proc c = spawn_child(NULL);
+  child_end(&c);
+  snprintf(gone, sizeof gone, "%d", (int)c.pid);
+  struct cli_result *r = cli("status", "--pid", gone, NULL, NULL, NULL);
+  assert_int_equal(r->rc, 1);
+  assert_non_null(strstr(r->err, "no ferry program with pid"));
+  sock_path(c.pid, path, sizeof path);
+  make_stale(path);
+  r = cli("migrate", "--pid", gone, "0", "1", NULL);
+  assert_int_equal(r->rc, 1);
+  assert_non_null(strstr(r->err, "is gone"));
+  unlink(path);
+  static const char *const usage[][6] = {
+      {"migrate", "--pid", "1", "0", NULL},
+      {"migrate", "--pid", "1", "a", "1"},
+      {"migrate", "--pid", "1", "-1", "1"},
+      {"migrate", "--pid", "1", "0", "1", "2"},
+      {"migrate", "0", "1", NULL},
+      {"migrate", "--pid", "x", "0", "1"},
+      {"migrate", "--pid", NULL},
+      {"status", NULL},
+      {"status", "--pid", "1", "--socket", "/x"},
+      {"status", "--pid", "1", "--bogus"},
+      {"frobnicate", NULL},
+  };
+  for (size_t i = 0; i < sizeof usage / sizeof usage[0]; i++) {
+    r = cli(usage[i][0], usage[i][1], usage[i][2], usage[i][3], usage[i][4], usage[i][5]);
+    if (r->rc != 2 || !r->err[0]) fail_msg("case %zu: rc %d, stderr '%s'", i, r->rc, r->err);
+  }
+}
+
+/* ---- this binary as the program under control ---- */
+
+/* LeakSanitizer's exit check cannot stop the world in a fork() child of a
+   threaded process (it hangs or complains); the hook turns it off there */
+static int in_fork_child;
+int __lsan_is_turned_off(void);
+int __lsan_is_turned_off(void) { return in_fork_child; }
+
+static int child_main(void) {
+  reset_doubles();
+  polls_to_finish = 3;
+  char line[64];
+  while (fgets(line, sizeof line, stdin)) {
+    if (!strcmp(line, "go\n")) {
+      ferry_control_start();
+      printf("started\n");
+    } else if (!strcmp(line, "fork\n")) {
+      pid_t p = fork();
+      if (p == 0) {
+        in_fork_child = 1;
+        exit(0); /* runs the atexit handlers */
+      }
+      waitpid(p, NULL, 0);
+      printf("forked\n");
+    }
+    fflush(stdout);
+  }
+  return 0;
+}
+
+static int group_setup(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/ferry-ctl-XXXXXX");
+  if (!mkdtemp(dir)) return -1;
+  return setenv("FERRY_CONTROL_DIR", dir, 1);
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  char path[128];
+  sock_path(getpid(), path, sizeof path);
+  unlink(path);
+  if (rmdir(dir)) {
+    fprintf(stderr, "rmdir %s: %s (a socket file was left behind)\n", dir, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 2 && !strcmp(argv[1], "child")) return child_main();
+  signal(SIGPIPE, SIG_IGN);
+  sem_init(&started, 0, 0);
+  sem_init(&release, 0, 0);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_help),
+      cmocka_unit_test(test_status_json),
+      cmocka_unit_test(test_status_no_vgpu),
+      cmocka_unit_test(test_status_escaping),
+      cmocka_unit_test(test_status_numbers),
+      cmocka_unit_test(test_status_too_small),
+      cmocka_unit_test(test_migrate_ok),
+      cmocka_unit_test(test_migrate_error),
+      cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_bad_input_echo),
+      cmocka_unit_test(test_line_length),
+      cmocka_unit_test_setup(test_socket_file, socket_setup),
+      cmocka_unit_test_setup(test_socket_requests, socket_setup),
+      cmocka_unit_test_setup(test_socket_too_long, socket_setup),
+      cmocka_unit_test_setup(test_socket_disconnect_mid_line, socket_setup),
+      cmocka_unit_test_setup(test_socket_status_during_migrate, socket_setup),
+      cmocka_unit_test_setup(test_socket_busy, socket_setup),
+      cmocka_unit_test(test_stale_socket_replaced),
+      cmocka_unit_test(test_live_socket_kept),
+      cmocka_unit_test(test_not_a_socket_kept),
+      cmocka_unit_test(test_control_off),
+      cmocka_unit_test(test_bad_dir),
+      cmocka_unit_test(test_fork_keeps_socket),
+      cmocka_unit_test(test_cli_ls),
+      cmocka_unit_test(test_cli_status),
+      cmocka_unit_test(test_cli_migrate),
+      cmocka_unit_test(test_cli_errors),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
