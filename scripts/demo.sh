@@ -13,7 +13,8 @@ cmake --build build -j "$(nproc 2>/dev/null || echo 2)" --target ferry-server fe
 set -- --backend cuda
 if ! build/bin/ferry-server --probe >/dev/null 2>&1; then
   set -- --backend sim --sim-kernels build/tests/apps/app_twins.so
-  echo "demo: no usable GPU here: ferry-server runs on ferry's CPU simulation (results computed on the CPU)"
+  echo "demo: no usable GPU here: ferry-server and the local GPU are ferry's CPU simulation (results computed on the CPU)"
+  export FERRY_LOCAL_BACKEND=sim FERRY_SIM_KERNELS=$PWD/build/tests/apps/app_twins.so
 fi
 log=$(mktemp)
 build/bin/ferry-server --listen tcp://127.0.0.1:0 "$@" 2>"$log" &
@@ -27,5 +28,22 @@ for i in $(seq 50); do
 done
 [ -n "$port" ] || { cat "$log"; echo "demo: ferry-server did not start"; exit 1; }
 echo "demo: ferry-server listening on tcp://127.0.0.1:$port ($2 backend)"
-echo "demo: FERRY_DEVICES=tcp://127.0.0.1:$port/0 ferry run -- build/tests/apps/vecadd"
-FERRY_DEVICES=tcp://127.0.0.1:$port/0 build/bin/ferry run -- build/tests/apps/vecadd 1000000 10
+export FERRY_DEVICES=tcp://127.0.0.1:$port/0 FERRY_CONTROL_DIR=$(mktemp -d)
+echo "demo: FERRY_DEVICES=$FERRY_DEVICES ferry run -- build/tests/apps/migrate_iter 400 10000 &"
+out=$(mktemp)
+build/bin/ferry run -- build/tests/apps/migrate_iter 400 10000 >"$out" 2>&1 &
+app=$!
+trap 'kill $server $app 2>/dev/null; rm -rf "$log" "$out" "$FERRY_CONTROL_DIR"' EXIT
+for i in $(seq 100); do [ -S "$FERRY_CONTROL_DIR/ferry-$app.sock" ] && break; sleep 0.1; done
+sleep 1
+echo "demo: ferry ls"
+build/bin/ferry ls
+echo "demo: ferry migrate --pid $app 0 0   (vGPU 0 onto local GPU 0, while it runs)"
+build/bin/ferry migrate --pid $app 0 0
+echo "demo: ferry status --pid $app"
+build/bin/ferry status --pid $app
+wait $app
+rc=$?
+cat "$out"
+[ $rc = 0 ] && grep -q PASSED "$out" && echo "demo: the program moved from the remote GPU to the local one and its results are correct"
+exit $rc
