@@ -23,6 +23,7 @@
 
 #include "common/log.h"
 #include "migrate.h"
+#include "thread.h"
 
 #define LINE_MAX_BYTES 256 /* a request line, without its \n or \r\n */
 #define REPLY_MAX 65536    /* status of 16 vGPUs with long, escaped strings fits */
@@ -458,17 +459,7 @@ void ferry_control_start(void) {
   const char *mode = getenv("FERRY_CONTROL");
   if (mode && (!strcmp(mode, "off") || !strcmp(mode, "0"))) return;
   if (open_socket()) return;
-  pthread_t t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  /* the program's signals are never delivered to ferry's threads */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = pthread_create(&t, &attr, accept_main, NULL);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  pthread_attr_destroy(&attr);
+  int rc = ferry_start_thread(accept_main, NULL);
   if (rc) {
     ferry_log("control socket: cannot start its thread: %s; not started", strerror(rc));
     unlink(ctl.path);

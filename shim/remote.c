@@ -121,19 +121,9 @@ static void *flusher_main(void *arg) {
 }
 
 void ferry_start_flusher(void) {
-  pthread_t t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  /* the flusher must not receive the program's signals */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  if (pthread_create(&t, &attr, flusher_main, NULL))
+  if (ferry_start_thread(flusher_main, NULL))
     ferry_log("cannot start the flusher thread; asynchronous calls will be sent at the next "
               "synchronizing call");
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  pthread_attr_destroy(&attr);
 }
 
 static int call_async(struct ferry_vgpu *v, unsigned call, const void *args,

@@ -13,6 +13,7 @@
 #include "common/handles.h"
 #include "recorder/recorder.h"
 #include "shim/migrate.h"
+#include "shim/thread.h"
 #include "executor/driver.h"
 #include "protocol/codec.h"
 #include "transport/transport.h"

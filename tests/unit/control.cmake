@@ -3,6 +3,7 @@
 ferry_unit_test(test_control
   ${CMAKE_SOURCE_DIR}/tests/unit/test_control.c
   ${CMAKE_SOURCE_DIR}/shim/control.c
+  ${CMAKE_SOURCE_DIR}/shim/thread.c
   ${CMAKE_SOURCE_DIR}/cli/json_lite.c
   ${CMAKE_SOURCE_DIR}/common/log.c)
 target_link_libraries(test_control PRIVATE Threads::Threads)
