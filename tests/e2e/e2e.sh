@@ -5,46 +5,9 @@
 set -u
 build=$(cd "$1" && pwd)
 case_name=$2
-apps=$build/tests/apps
-bin=$build/bin
 work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-e2e.XXXXXX")
-# a sanitizer build of the shim runs inside programs nvcc built without it:
-# its runtime must be loaded first (leaks of the test programs are not ours)
-if grep -q '^FERRY_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
-  export FERRY_PRELOAD="$(cc -print-file-name=libasan.so)"
-  export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-fi
-# app CMD...: runs a CUDA program (with the sanitizer runtime when needed)
-app() { LD_PRELOAD="${FERRY_PRELOAD:-}" "$@"; }
-server_pid=
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-
-fail() {
-  echo "e2e $case_name: FAIL: $*"
-  for f in "$work"/*.log "$work"/*.out "$work"/*.err; do
-    [ -f "$f" ] && { echo "--- $f"; tail -n 40 "$f"; }
-  done
-  exit 1
-}
-
-start_server() {
-  "$bin/ferry-server" --listen tcp://127.0.0.1:0 --backend sim \
-    --sim-kernels "$apps/app_twins.so" "$@" 2>"$work/server.log" &
-  server_pid=$!
-  i=0
-  while [ $i -lt 100 ]; do
-    port=$(sed -n 's/.*listening on tcp:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server.log" | head -n 1)
-    [ -n "$port" ] && return 0
-    kill -0 "$server_pid" 2>/dev/null || fail "ferry-server did not start"
-    sleep 0.1
-    i=$((i + 1))
-  done
-  fail "ferry-server did not report its port"
-}
+e2e_name=e2e
+. "$(dirname "$0")/lib.sh"
 
 # run NAME ARGS...: the app through `ferry run`, output in $work/NAME.out/.err
 run_app() {
@@ -58,7 +21,7 @@ expect_in() { grep -q -- "$2" "$work/$1" || fail "'$2' not found in $1"; }
 
 case $case_name in
 vecadd)
-  start_server
+  start_sim_server
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
   rc=$(run_app vecadd 100000 5)
   [ "$rc" = 0 ] || fail "vecadd exited $rc"
@@ -66,7 +29,7 @@ vecadd)
   expect_in vecadd.out "ferry CPU simulation"
   ;;
 api_tour)
-  start_server
+  start_sim_server
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
   rc=$(run_app api_tour)
   [ "$rc" = 0 ] || fail "api_tour exited $rc"
@@ -74,7 +37,7 @@ api_tour)
   expect_in api_tour.out "hello from the GPU, tag 42"
   ;;
 unsupported)
-  start_server
+  start_sim_server
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
   rc=$(run_app unsupported)
   [ "$rc" = 0 ] || fail "unsupported exited $rc"
@@ -92,20 +55,20 @@ unsupported)
   expect_in unsupported.err "launch attribute id 99 is not supported"
   ;;
 rcuda)
-  start_server
+  start_sim_server
   export RCUDA_DEVICE_COUNT=1 RCUDA_DEVICE_0=127.0.0.1@$port:0
   rc=$(run_app vecadd 5000 3)
   [ "$rc" = 0 ] || fail "vecadd over RCUDA_* variables exited $rc"
   expect_in vecadd.out "PASSED"
   ;;
 manual_library_path)
-  start_server
+  start_sim_server
   FERRY_DEVICES=tcp://127.0.0.1:$port/0 LD_LIBRARY_PATH=$build/lib \
     app timeout 60 "$apps/vecadd" 5000 2 >"$work/vecadd.out" 2>"$work/vecadd.err" || fail "vecadd failed"
   expect_in vecadd.out "PASSED"
   ;;
 two_devices)
-  start_server
+  start_sim_server
   # two vGPUs served by two sessions; api_tour runs on device 0, vecadd
   # proves device 1 answers
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0,tcp://127.0.0.1:$port/0
@@ -122,7 +85,7 @@ no_config)
   ;;
 no_server)
   # a port nobody listens on: bind-and-close gives a free one
-  start_server
+  start_sim_server
   kill "$server_pid"; wait "$server_pid" 2>/dev/null; server_pid=
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
   start=$(date +%s)
@@ -134,14 +97,14 @@ no_server)
   expect_in vecadd.err "no CUDA-capable device"
   ;;
 bad_gpu)
-  start_server
+  start_sim_server
   export FERRY_DEVICES=tcp://127.0.0.1:$port/7
   rc=$(run_app vecadd 1000 1)
   [ "$rc" != 0 ] || fail "vecadd succeeded on GPU 7"
   expect_in vecadd.err "out of range"
   ;;
 server_killed)
-  start_server
+  start_sim_server
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
   app timeout 120 "$bin/ferry" run -- "$apps/long_run" 100000 5 >"$work/long_run.out" 2>"$work/long_run.err" &
   app=$!
@@ -173,7 +136,7 @@ token)
   fi
   expect_in refused.log "chmod 600"
   chmod 600 "$work/token"
-  start_server --token-file "$work/token"
+  start_sim_server --token-file "$work/token"
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
   rc=$(run_app vecadd 1000 1)
   [ "$rc" != 0 ] || fail "vecadd ran without the token"
@@ -188,7 +151,7 @@ token)
   ;;
 arrays)
   # CUDA arrays, 2D/3D copies, texture and surface objects (no kernels)
-  start_server
+  start_sim_server
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
   rc=$(run_app arrays)
   [ "$rc" = 0 ] || fail "arrays exited $rc"

@@ -9,53 +9,19 @@
 set -u
 build=$(cd "$1" && pwd)
 case_name=$2
-apps=$build/tests/apps
-bin=$build/bin
 ctl_client=$build/tests/e2e/ctl_client
 work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-mig.XXXXXX")
-# a sanitizer build of the shim runs inside programs nvcc built without it:
-# its runtime must be loaded first (leaks of the test programs are not ours)
-if grep -q '^FERRY_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
-  export FERRY_PRELOAD="$(cc -print-file-name=libasan.so)"
-  export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-fi
+e2e_name="e2e migrate"
+. "$(dirname "$0")/lib.sh"
 # the "local GPU" is the CPU simulation in the app's process; sockets of
 # these programs go to $work, where `ferry ls` looks too
 export FERRY_LOCAL_BACKEND=sim FERRY_SIM_KERNELS="$apps/app_twins.so" FERRY_CONTROL_DIR="$work"
 unset FERRY_MIGRATE_AT FERRY_FAULT FERRY_SIM_TOTAL_MEM
 
-# app CMD...: runs a CUDA program (with the sanitizer runtime when needed)
-app() { LD_PRELOAD="${FERRY_PRELOAD:-}" "$@"; }
-server_pid=
-bg_pid=
-cleanup() {
-  [ -n "$bg_pid" ] && kill "$bg_pid" 2>/dev/null && wait "$bg_pid" 2>/dev/null
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-
-fail() {
-  echo "e2e migrate $case_name: FAIL: $*"
-  for f in "$work"/*.log "$work"/*.out "$work"/*.err; do
-    [ -f "$f" ] && { echo "--- $f"; tail -n 40 "$f"; }
-  done
-  exit 1
-}
-
+# start_server: lib.sh's, with FERRY_DEVICES pointing at it
 start_server() {
-  "$bin/ferry-server" --listen tcp://127.0.0.1:0 --backend sim \
-    --sim-kernels "$apps/app_twins.so" 2>"$work/server.log" &
-  server_pid=$!
-  i=0
-  while [ $i -lt 100 ]; do
-    port=$(sed -n 's/.*listening on tcp:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server.log" | head -n 1)
-    [ -n "$port" ] && { export FERRY_DEVICES="tcp://127.0.0.1:$port/0"; return 0; }
-    kill -0 "$server_pid" 2>/dev/null || fail "ferry-server did not start"
-    sleep 0.1
-    i=$((i + 1))
-  done
-  fail "ferry-server did not report its port"
+  start_sim_server
+  export FERRY_DEVICES="tcp://127.0.0.1:$port/0"
 }
 
 # run LABEL APP ARGS...: the app through `ferry run`, output in
