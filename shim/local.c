@@ -91,8 +91,7 @@ struct ferry_local *ferry_local_open(struct ferry_vgpu *v, int gpu, char *err, s
 
 static __thread CUcontext thread_ctx;
 
-void ferry_local_close(struct ferry_local *L, struct ferry_vgpu *v) {
-  (void)v;
+void ferry_local_close(struct ferry_local *L) {
   if (!L) return;
   ferry_exec_close(L->ex);
   /* a later context may get the same handle; this thread has none current now */

@@ -7,6 +7,7 @@
  * failure before it only has to undo the local half: the program goes on
  * remotely with nothing lost.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,7 +233,6 @@ static int uses_device_heap(void *ctx, const struct ferry_record *rec) {
 /* ---- events recorded before the migration ---- */
 
 struct ev_scan {
-  struct ferry_recorder *log;
   uint32_t *ids;
   size_t n, cap;
 };
@@ -261,7 +261,7 @@ static int recorded_event(void *ctx, const struct ferry_record *rec) {
    read now, so cudaEventElapsedTime keeps giving the times the program
    measured (replay records them again locally, so they are complete). */
 static int capture_event_times(struct ferry_vgpu *v) {
-  struct ev_scan scan = {&v->log, NULL, 0, 0};
+  struct ev_scan scan = {NULL, 0, 0};
   if (ferry_recorder_foreach(&v->log, recorded_event, &scan)) {
     free(scan.ids);
     return -1;
@@ -345,8 +345,14 @@ static void close_remote(struct ferry_vgpu *v) {
   pthread_mutex_unlock(&v->call_lock);
 }
 
-static int fail(struct mig *m, const char *fmt, const char *detail) {
-  if (!m->err[0]) snprintf(m->err, m->errlen, fmt, detail ? detail : "");
+/* the first reason wins; always -1 */
+__attribute__((format(printf, 2, 3))) static int fail(struct mig *m, const char *fmt, ...) {
+  if (!m->err[0]) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->err, m->errlen, fmt, ap);
+    va_end(ap);
+  }
   return -1;
 }
 
@@ -358,7 +364,7 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
   int rc = ferry_flush(v);
   struct ferry_device_synchronize_args sync = {0};
   if (!rc) rc = ferry_remote_call(v, FERRY_CALL_device_synchronize, &sync, NULL, NULL);
-  if (v->dead) return fail(m, "the remote GPU is unreachable%s", "");
+  if (v->dead) return fail(m, "the remote GPU is unreachable");
   if (rc) {
     /* a second wait tells a sticky error (the context is lost) from one
        that was only latched; either way the program still gets to see it */
@@ -367,18 +373,18 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
     if (again) return fail(m, "the device has a sticky error (%s); it stays remote",
                            cudaGetErrorName((cudaError_t)rc));
   }
-  if (ferry_deferred_pending(v)) return fail(m, "asynchronous copies did not complete%s", "");
+  if (ferry_deferred_pending(v)) return fail(m, "asynchronous copies did not complete");
   if (ferry_recorder_foreach(&v->log, uses_device_heap, NULL))
     return fail(m, "the program sized the device malloc heap (cudaLimitMallocHeapSize): memory "
                    "allocated by kernels (malloc/new) lives in the driver's heap and cannot be "
-                   "moved%s", "");
-  if (capture_event_times(v)) return fail(m, "out of memory reading event times%s", "");
+                   "moved");
+  if (capture_event_times(v)) return fail(m, "out of memory reading event times");
   double drained = now_ms();
 
   enter_phase(m, FERRY_PHASE_SETUP);
   if (fault("reserve")) {
     ferry_placeholder_release(v);
-    return fail(m, "cannot reserve the device arena at the same address (injected fault)%s", "");
+    return fail(m, "cannot reserve the device arena at the same address (injected fault)");
   }
   m->L = ferry_local_open(v, m->gpu, why, sizeof why);
   if (!m->L) return fail(m, "%s", why);
@@ -398,16 +404,16 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
   v->mig.replay_module_ms = rs.module_ms;
   v->mig.replay_other_ms = rs.other_ms;
   pthread_mutex_unlock(&mig_lock);
-  if (fault("replay")) return fail(m, "replaying the log failed (injected fault)%s", "");
+  if (fault("replay")) return fail(m, "replaying the log failed (injected fault)");
 
   enter_phase(m, FERRY_PHASE_MEMSYNC);
   v->lx = m->L; /* ferry_local_call works from here on, for this thread only */
-  uint64_t *pairs = NULL;
-  long n = ferry_memsync_plan(v->arena.regions, v->arena.nregions, v->arena.maps, v->arena.nmaps,
-                              64u << 10, &pairs);
-  if (n < 0) return fail(m, "out of memory planning mem-sync%s", "");
   struct ferry_memsync_opts o;
   ferry_memsync_defaults(&o);
+  uint64_t *pairs = NULL;
+  long n = ferry_memsync_plan(v->arena.regions, v->arena.nregions, v->arena.maps, v->arena.nmaps,
+                              o.merge_gap, &pairs);
+  if (n < 0) return fail(m, "out of memory planning mem-sync");
   o.progress = progress;
   o.progress_ctx = v;
   struct remote_src src = {v, 0};
@@ -425,8 +431,8 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
 
   enter_phase(m, FERRY_PHASE_VARS);
   if (copy_vars(m) || ferry_recorder_foreach(&v->log, copy_array, m))
-    return fail(m, "copying variables failed%s", "");
-  if (fault("vars")) return fail(m, "copying variables failed (injected fault)%s", "");
+    return fail(m, "copying variables failed");
+  if (fault("vars")) return fail(m, "copying variables failed (injected fault)");
 
   enter_phase(m, FERRY_PHASE_SWITCH);
   for (size_t i = 0; i < m->nrebinds; i++)
@@ -439,8 +445,12 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
   return 0;
 }
 
-static int refuse(char *err, size_t errlen, const char *fmt, int a, int b) {
-  snprintf(err, errlen, fmt, a, b);
+__attribute__((format(printf, 3, 4))) static int refuse(char *err, size_t errlen,
+                                                         const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
   return -1;
 }
 
@@ -453,7 +463,7 @@ int ferry_migrate(int vi, int gpu, char *err, size_t errlen) {
   }
   if (vi < 0 || vi >= ferry.count)
     return refuse(err, errlen, "no device %d: this program has %d device(s)", vi, ferry.count);
-  if (gpu < 0) return refuse(err, errlen, "bad local GPU %d%s", gpu, 0);
+  if (gpu < 0) return refuse(err, errlen, "bad local GPU %d", gpu);
   struct ferry_vgpu *v = &ferry.vgpus[vi];
   pthread_mutex_lock(&mig_lock);
   const char *busy = NULL;
@@ -468,7 +478,7 @@ int ferry_migrate(int vi, int gpu, char *err, size_t errlen) {
   }
   if (busy || other >= 0) {
     pthread_mutex_unlock(&mig_lock);
-    if (busy) return refuse(err, errlen, busy, vi, 0);
+    if (busy) return refuse(err, errlen, busy, vi);
     return refuse(err, errlen, "local GPU %d already runs device %d", gpu, other);
   }
   v->mig = (struct ferry_vgpu_status){.state = FERRY_MIG_RUNNING, .phase = FERRY_PHASE_HOLD,
@@ -485,7 +495,7 @@ int ferry_migrate(int vi, int gpu, char *err, size_t errlen) {
   int failed = move(&m, &bytes, &records);
   if (failed) {
     v->lx = NULL;
-    if (m.L) ferry_local_close(m.L, v);
+    if (m.L) ferry_local_close(m.L);
     if (!v->placeholder && ferry_placeholder_reserve(v))
       ferry_log("device %d: the address range of its memory could not be set aside again; host "
                 "memory may now be mapped there", vi);

@@ -237,7 +237,7 @@ int ferry_local_copy(struct ferry_vgpu *v, void *dst, const void *src, uint64_t 
 /* opens a local GPU for v (placeholder released just before the arena is
    reserved); NULL with a reason */
 struct ferry_local *ferry_local_open(struct ferry_vgpu *v, int gpu, char *err, size_t errlen);
-void ferry_local_close(struct ferry_local *L, struct ferry_vgpu *v);
+void ferry_local_close(struct ferry_local *L);
 /* page-locks host memory with L's driver; 0 or -1 (copies then stay synchronous) */
 int ferry_local_host_lock(struct ferry_local *L, void *p, size_t n);
 void ferry_local_host_unlock(struct ferry_local *L, void *p);
