@@ -1,9 +1,11 @@
 /*
  * Internal state of the CPU simulation of the CUDA driver. The simulation
- * models one sm_90 device whose memory is host memory mapped at exactly the
- * device addresses the caller chose, so pointers are the same as on a GPU.
- * Work runs synchronously at enqueue time, which is one valid CUDA schedule.
- * Every entry point takes the one lock, so the simulation is thread safe.
+ * models FERRY_SIM_GPUS identical sm_90 devices (default 1), each with its
+ * own primary context. Device memory is host memory mapped at exactly the
+ * device addresses the caller chose, so pointers are the same as on a GPU
+ * and every device sees every mapping (unified addressing). Work runs
+ * synchronously at enqueue time, which is one valid CUDA schedule. Every
+ * entry point takes the one lock, so the simulation is thread safe.
  */
 #ifndef FERRY_SIM_H
 #define FERRY_SIM_H
@@ -18,8 +20,9 @@
 
 #define SIM_GRANULARITY (2ull << 20)
 #define SIM_TOTAL_MEM sim_total_mem()
-/* 80 GiB, or FERRY_SIM_TOTAL_MEM bytes (tests of a full GPU) */
+/* per device: 80 GiB, or FERRY_SIM_TOTAL_MEM bytes (tests of a full GPU) */
 uint64_t sim_total_mem(void);
+#define SIM_MAX_GPUS 8
 #define SIM_MAX_SHARED_DEFAULT (48 * 1024)
 #define SIM_MAX_SHARED_OPTIN (227 * 1024)
 
@@ -29,6 +32,9 @@ enum sim_kind { SIM_STREAM = 1, SIM_EVENT, SIM_MODULE, SIM_FUNC, SIM_MEMHANDLE, 
                 SIM_TEXOBJ, SIM_SURFOBJ };
 struct sim_obj {
   enum sim_kind kind;
+  /* the device whose context was current at creation (sim_register sets
+     it); for a memory handle, the device holding its memory */
+  int dev;
 };
 
 struct sim_module;
@@ -104,26 +110,39 @@ enum sim_range_kind { SIM_RANGE_MAP, SIM_RANGE_VAR, SIM_RANGE_HOST, SIM_RANGE_RE
 struct sim_range {
   uint64_t start, end;
   enum sim_range_kind kind;
-  int prot; /* PROT_* currently granted */
+  int prot; /* PROT_* granted to any device: what the host pages allow */
+  unsigned char dprot[SIM_MAX_GPUS]; /* SIM_RANGE_MAP: per device (cuMemSetAccess) */
   struct sim_memhandle *handle; /* SIM_RANGE_MAP */
 };
 
+/* address ranges are process-wide, but a reset of the device whose context
+   reserved one frees it, as a reset frees every allocation of the context */
 struct sim_reservation {
   uint64_t start, end;
+  int dev;
+};
+
+/* one device and its primary context; the CUcontext is its address */
+struct sim_dev {
+  int dev;
+  unsigned refs;       /* primary context retain count */
+  unsigned flags;
+  CUresult sticky;     /* CUDA_ERROR_ILLEGAL_ADDRESS after a faulting kernel */
+  /* as measured on driver 580: after a kernel fault the device stays
+     unusable in the process; a reset destroys the context
+     (CUDA_ERROR_CONTEXT_IS_DESTROYED) and retaining a new one fails with
+     CUDA_ERROR_ILLEGAL_ADDRESS */
+  int poisoned;
+  size_t limits[CU_LIMIT_MAX];
+  CUfunc_cache cache_config;
+  uint64_t physical;   /* bytes held by memory handles of this device */
 };
 
 struct sim_state {
   pthread_mutex_t lock;
   int initialized;
-  unsigned ctx_refs;   /* primary context retain count */
-  unsigned ctx_flags;
-  CUresult sticky;     /* CUDA_ERROR_ILLEGAL_ADDRESS after a faulting kernel */
-  /* as measured on driver 580: after a kernel fault CUDA stays unusable in
-     the process; a reset destroys the context (CUDA_ERROR_CONTEXT_IS_DESTROYED)
-     and retaining a new one fails with CUDA_ERROR_ILLEGAL_ADDRESS */
-  int poisoned;
-  size_t limits[CU_LIMIT_MAX];
-  CUfunc_cache cache_config;
+  int ngpus; /* FERRY_SIM_GPUS, read at the first cuInit */
+  struct sim_dev devs[SIM_MAX_GPUS];
   void *twins_dl;
   const struct ferry_twin *twins;
   const struct ferry_twin_var *twin_vars;
@@ -132,24 +151,25 @@ struct sim_state {
   size_t nranges, cranges;
   struct sim_reservation *resv;
   size_t nresv, cresv;
-  uint64_t physical; /* bytes held by memory handles */
 };
 
 extern struct sim_state sim;
 
-/* the primary context object handed out by cuDevicePrimaryCtxRetain */
-extern char sim_primary_ctx;
-
-/* entry checks: initialised, a current context, no sticky error.
-   On success the lock is held. */
+/* entry checks: initialised, a current context, no sticky error on its
+   device. On success the lock is held. */
 CUresult sim_enter(void);
 CUresult sim_enter_noctx(void); /* initialised only */
 CUresult sim_leave(CUresult r);
+/* the calling thread's current context (device), or NULL */
+struct sim_dev *sim_cur(void);
 
 /* registry (lock held) */
 int sim_register(void *obj);
 void sim_unregister(void *obj);
+/* a live handle of the current context (any context for memory handles) */
 void *sim_lookup(const void *handle, enum sim_kind kind);
+/* a live handle of any context */
+void *sim_lookup_any(const void *handle, enum sim_kind kind);
 int sim_stream_ok(CUstream s);
 
 /* ranges (lock held) */
@@ -157,14 +177,19 @@ int sim_range_ok(uint64_t addr, size_t len, int prot);
 int sim_range_add(uint64_t start, uint64_t end, enum sim_range_kind kind, int prot,
                   struct sim_memhandle *h);
 void sim_range_del(uint64_t start);
+/* around a kernel of device dev: its mappings allow only what dev was
+   granted (on), then what any device was granted again (off) */
+void sim_access_as(int dev, int on);
 
 /* runs fn(arg) with SIGSEGV/SIGBUS turned into a return value of -1 */
 int sim_guarded(void (*fn)(void *), void *arg);
 
-/* frees every context-owned object (modules, streams, events) */
-void sim_ctx_destroy_objects(void);
-/* frees reservations, mappings and memory handles as well */
-void sim_vmm_destroy_all(void);
+/* frees every object owned by device dev's context (modules, streams,
+   events, arrays, texture and surface objects) */
+void sim_ctx_destroy_objects(int dev);
+/* frees device dev's memory handles (and their mappings) and the
+   reservations made in its context */
+void sim_vmm_destroy_dev(int dev);
 void sim_module_free(struct sim_module *m);
 /* frees an array, texture or surface object (already unregistered) */
 void sim_array_obj_free(struct sim_obj *o);

@@ -103,6 +103,8 @@ static CUresult resolve_side(CUmemorytype type, const void *host, CUdeviceptr de
     break;
   case CU_MEMORYTYPE_ARRAY: {
     struct sim_array *a = sim_lookup(arr, SIM_ARRAY);
+    if (!a && sim_lookup_any(arr, SIM_ARRAY))
+      return CUDA_ERROR_INVALID_HANDLE; /* another context's array */
     if (!a || x > a->row_bytes || w > a->row_bytes - x || y > a->rows || h > a->rows - y ||
         z > a->slices || d > a->slices - z)
       return CUDA_ERROR_INVALID_VALUE;

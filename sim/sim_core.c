@@ -1,8 +1,8 @@
 /*
- * The simulated device and its primary context: initialisation, device
- * queries, context retain/reset, limits, the handle registry and the
- * ops table itself. Error codes follow the real driver so that the
- * executor's error paths are exercised in CI.
+ * The simulated devices (FERRY_SIM_GPUS, default 1) and their primary
+ * contexts: initialisation, device queries, context retain/reset, limits,
+ * the handle registry and the ops table itself. Error codes follow the
+ * real driver so that the executor's error paths are exercised in CI.
  */
 #include "sim/sim.h"
 
@@ -14,8 +14,9 @@
 #include <time.h>
 
 struct sim_state sim = {.lock = PTHREAD_MUTEX_INITIALIZER};
-char sim_primary_ctx;
-static _Thread_local CUcontext current_ctx;
+static _Thread_local struct sim_dev *current_ctx;
+
+struct sim_dev *sim_cur(void) { return current_ctx; }
 
 uint64_t sim_now_ns(void) {
   struct timespec ts;
@@ -36,11 +37,12 @@ CUresult sim_enter(void) {
   CUresult r = sim_enter_noctx();
   if (r != CUDA_SUCCESS)
     return r;
-  if (current_ctx == NULL)
+  const struct sim_dev *c = current_ctx;
+  if (c == NULL)
     r = CUDA_ERROR_INVALID_CONTEXT;
-  else if (sim.sticky != CUDA_SUCCESS)
-    r = sim.sticky;
-  else if (sim.ctx_refs == 0)
+  else if (c->sticky != CUDA_SUCCESS) /* that device's only */
+    r = c->sticky;
+  else if (c->refs == 0)
     r = CUDA_ERROR_INVALID_CONTEXT;
   if (r != CUDA_SUCCESS)
     pthread_mutex_unlock(&sim.lock);
@@ -59,11 +61,17 @@ static int cmp_ptr(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-int sim_register(void *obj) { return tsearch(obj, &sim.registry, cmp_ptr) ? 0 : -1; }
+int sim_register(void *obj) {
+  struct sim_obj *o = obj;
+  /* memory handles carry the device of their memory (sim_vmm.c) */
+  if (o->kind != SIM_MEMHANDLE)
+    o->dev = current_ctx ? current_ctx->dev : 0;
+  return tsearch(obj, &sim.registry, cmp_ptr) ? 0 : -1;
+}
 
 void sim_unregister(void *obj) { tdelete(obj, &sim.registry, cmp_ptr); }
 
-void *sim_lookup(const void *handle, enum sim_kind kind) {
+void *sim_lookup_any(const void *handle, enum sim_kind kind) {
   if (!handle)
     return NULL;
   void **node = tfind(handle, &sim.registry, cmp_ptr);
@@ -71,6 +79,16 @@ void *sim_lookup(const void *handle, enum sim_kind kind) {
     return NULL;
   struct sim_obj *o = *node;
   return o->kind == kind ? o : NULL;
+}
+
+/* a handle of another context is refused like a made-up one
+   (CUDA_ERROR_INVALID_HANDLE at the callers); memory handles are not
+   context objects */
+void *sim_lookup(const void *handle, enum sim_kind kind) {
+  struct sim_obj *o = sim_lookup_any(handle, kind);
+  if (o && kind != SIM_MEMHANDLE && (!current_ctx || o->dev != current_ctx->dev))
+    return NULL;
+  return o;
 }
 
 int sim_stream_ok(CUstream s) {
@@ -96,13 +114,18 @@ static void collect(const void *node, VISIT which, int depth) {
   walk_items[walk_n++] = *(struct sim_obj *const *)node;
 }
 
-void sim_ctx_destroy_objects(void) {
+void sim_ctx_destroy_objects(int dev) {
   walk_n = 0;
   twalk(sim.registry, collect);
+  for (size_t i = 0; i < walk_n; i++) /* only that context's objects */
+    if (walk_items[i]->dev != dev || walk_items[i]->kind == SIM_MEMHANDLE)
+      walk_items[i] = NULL;
   /* functions belong to modules: free modules (which free their functions)
      after dropping every function from the registry */
   for (size_t i = 0; i < walk_n; i++) {
     struct sim_obj *o = walk_items[i];
+    if (!o)
+      continue;
     if (o->kind == SIM_STREAM || o->kind == SIM_EVENT || o->kind == SIM_FUNC) {
       sim_unregister(o);
       if (o->kind != SIM_FUNC)
@@ -126,20 +149,35 @@ void sim_ctx_destroy_objects(void) {
   walk_n = walk_cap = 0;
 }
 
-static void reset_context_state(void) {
-  sim_ctx_destroy_objects();
-  sim.sticky = sim.poisoned ? CUDA_ERROR_CONTEXT_IS_DESTROYED : CUDA_SUCCESS;
-  sim.limits[CU_LIMIT_STACK_SIZE] = 1024;
-  sim.limits[CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20;
-  sim.limits[CU_LIMIT_MALLOC_HEAP_SIZE] = 8 << 20;
-  sim.limits[CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2;
-  sim.limits[CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048;
-  sim.limits[CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 32;
-  sim.limits[CU_LIMIT_PERSISTING_L2_CACHE_SIZE] = 0;
-  sim.cache_config = CU_FUNC_CACHE_PREFER_NONE;
+static void reset_context_state(struct sim_dev *c) {
+  sim_ctx_destroy_objects(c->dev);
+  c->sticky = c->poisoned ? CUDA_ERROR_CONTEXT_IS_DESTROYED : CUDA_SUCCESS;
+  c->limits[CU_LIMIT_STACK_SIZE] = 1024;
+  c->limits[CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20;
+  c->limits[CU_LIMIT_MALLOC_HEAP_SIZE] = 8 << 20;
+  c->limits[CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2;
+  c->limits[CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048;
+  c->limits[CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 32;
+  c->limits[CU_LIMIT_PERSISTING_L2_CACHE_SIZE] = 0;
+  c->cache_config = CU_FUNC_CACHE_PREFER_NONE;
 }
 
 /* ---- initialisation and device queries ---- */
+
+/* FERRY_SIM_GPUS: 1..SIM_MAX_GPUS; anything else is reported and means 1 */
+static int gpu_count_from_env(void) {
+  const char *e = getenv("FERRY_SIM_GPUS");
+  if (!e || !*e)
+    return 1;
+  char *end;
+  long n = strtol(e, &end, 10);
+  if (*end || n < 1 || n > SIM_MAX_GPUS) {
+    fprintf(stderr, "ferry sim: FERRY_SIM_GPUS=%s is not in 1..%d; simulating 1 GPU\n", e,
+            SIM_MAX_GPUS);
+    return 1;
+  }
+  return (int)n;
+}
 
 CUresult sim_Init(unsigned int flags) {
   if (flags != 0)
@@ -147,7 +185,11 @@ CUresult sim_Init(unsigned int flags) {
   pthread_mutex_lock(&sim.lock);
   if (!sim.initialized) {
     sim.initialized = 1;
-    reset_context_state();
+    sim.ngpus = gpu_count_from_env();
+    for (int k = 0; k < sim.ngpus; k++) {
+      sim.devs[k].dev = k;
+      reset_context_state(&sim.devs[k]);
+    }
   }
   return sim_leave(CUDA_SUCCESS);
 }
@@ -165,7 +207,7 @@ CUresult sim_DeviceGetCount(int *count) {
     return r;
   if (!count)
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
-  *count = 1;
+  *count = sim.ngpus;
   return sim_leave(CUDA_SUCCESS);
 }
 
@@ -173,7 +215,7 @@ static CUresult enter_dev(CUdevice dev) {
   CUresult r = sim_enter_noctx();
   if (r)
     return r;
-  if (dev != 0)
+  if (dev < 0 || dev >= sim.ngpus)
     return sim_leave(CUDA_ERROR_INVALID_DEVICE);
   return CUDA_SUCCESS;
 }
@@ -184,9 +226,9 @@ CUresult sim_DeviceGet(CUdevice *dev, int ordinal) {
     return r;
   if (!dev)
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
-  if (ordinal != 0)
+  if (ordinal < 0 || ordinal >= sim.ngpus)
     return sim_leave(CUDA_ERROR_INVALID_DEVICE);
-  *dev = 0;
+  *dev = ordinal;
   return sim_leave(CUDA_SUCCESS);
 }
 
@@ -208,7 +250,8 @@ CUresult sim_DeviceGetUuid(CUuuid *uuid, CUdevice dev) {
     return r;
   if (!uuid)
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
-  static const char id[16] = "ferry-sim-gpu-00";
+  char id[17]; /* "ferry-sim-gpu-00", -01, ...: 16 bytes, distinct per device */
+  snprintf(id, sizeof id, "ferry-sim-gpu-%02d", dev);
   memcpy(uuid->bytes, id, 16);
   return sim_leave(CUDA_SUCCESS);
 }
@@ -223,8 +266,11 @@ CUresult sim_DeviceTotalMem(size_t *bytes, CUdevice dev) {
   return sim_leave(CUDA_SUCCESS);
 }
 
+/* the PCI buses of the eight H100s of a DGX H100, so devices differ */
+static const int pci_bus[SIM_MAX_GPUS] = {0x19, 0x3b, 0x4c, 0x5d, 0x9b, 0xbb, 0xcb, 0xdb};
+
 /* what an H100 SXM reports; anything not listed is 0 */
-static int device_attribute(CUdevice_attribute a) {
+static int device_attribute(CUdevice_attribute a, CUdevice dev) {
   switch (a) {
   case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
   case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: return 1024;
@@ -253,7 +299,7 @@ static int device_attribute(CUdevice_attribute a) {
   case CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT: return 512;
   case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: return 1;
   case CU_DEVICE_ATTRIBUTE_ECC_ENABLED: return 1;
-  case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 0x19;
+  case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return pci_bus[dev];
   case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: return 2619000;
   case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: return 5120;
   case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: return 52428800;
@@ -301,11 +347,11 @@ CUresult sim_DeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev
     return r;
   if (!pi || (int)attrib < 1 || attrib >= CU_DEVICE_ATTRIBUTE_MAX)
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
-  *pi = device_attribute(attrib);
+  *pi = device_attribute(attrib, dev);
   return sim_leave(CUDA_SUCCESS);
 }
 
-/* ---- the primary context ---- */
+/* ---- the primary contexts: one per device, each on its own ---- */
 
 CUresult sim_DevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev) {
   CUresult r = enter_dev(dev);
@@ -313,10 +359,11 @@ CUresult sim_DevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev) {
     return r;
   if (!ctx)
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
-  if (sim.poisoned)
+  struct sim_dev *c = &sim.devs[dev];
+  if (c->poisoned)
     return sim_leave(CUDA_ERROR_ILLEGAL_ADDRESS);
-  sim.ctx_refs++;
-  *ctx = (CUcontext)&sim_primary_ctx;
+  c->refs++;
+  *ctx = (CUcontext)c;
   return sim_leave(CUDA_SUCCESS);
 }
 
@@ -324,11 +371,12 @@ CUresult sim_DevicePrimaryCtxRelease(CUdevice dev) {
   CUresult r = enter_dev(dev);
   if (r)
     return r;
-  if (sim.ctx_refs == 0)
+  struct sim_dev *c = &sim.devs[dev];
+  if (c->refs == 0)
     return sim_leave(CUDA_ERROR_INVALID_CONTEXT);
   /* the last release destroys the context and everything it owned */
-  if (--sim.ctx_refs == 0)
-    reset_context_state();
+  if (--c->refs == 0)
+    reset_context_state(c);
   return sim_leave(CUDA_SUCCESS);
 }
 
@@ -336,10 +384,10 @@ CUresult sim_DevicePrimaryCtxReset(CUdevice dev) {
   CUresult r = enter_dev(dev);
   if (r)
     return r;
-  /* a reset destroys all allocations too; it does not drop retains. It
-     does not bring back a context poisoned by a kernel fault. */
-  reset_context_state();
-  sim_vmm_destroy_all();
+  /* a reset destroys the device's allocations too; it does not drop
+     retains. It does not bring back a context poisoned by a kernel fault. */
+  reset_context_state(&sim.devs[dev]);
+  sim_vmm_destroy_dev(dev);
   return sim_leave(CUDA_SUCCESS);
 }
 
@@ -353,7 +401,7 @@ CUresult sim_DevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) {
   if ((flags & ~known) || (sched != 0 && sched != CU_CTX_SCHED_SPIN &&
                            sched != CU_CTX_SCHED_YIELD && sched != CU_CTX_SCHED_BLOCKING_SYNC))
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
-  sim.ctx_flags = flags;
+  sim.devs[dev].flags = flags;
   return sim_leave(CUDA_SUCCESS);
 }
 
@@ -361,9 +409,13 @@ CUresult sim_CtxSetCurrent(CUcontext ctx) {
   CUresult r = sim_enter_noctx();
   if (r)
     return r;
-  if (ctx != NULL && (ctx != (CUcontext)&sim_primary_ctx || sim.ctx_refs == 0))
+  struct sim_dev *c = NULL;
+  for (int k = 0; ctx && k < sim.ngpus; k++)
+    if (ctx == (CUcontext)&sim.devs[k])
+      c = &sim.devs[k];
+  if (ctx != NULL && (c == NULL || c->refs == 0))
     return sim_leave(CUDA_ERROR_INVALID_CONTEXT);
-  current_ctx = ctx;
+  current_ctx = c;
   return sim_leave(CUDA_SUCCESS);
 }
 
@@ -378,7 +430,7 @@ CUresult sim_CtxSetLimit(CUlimit limit, size_t value) {
     return r;
   if ((unsigned)limit >= CU_LIMIT_MAX)
     return sim_leave(CUDA_ERROR_UNSUPPORTED_LIMIT);
-  sim.limits[limit] = value;
+  current_ctx->limits[limit] = value;
   return sim_leave(CUDA_SUCCESS);
 }
 
@@ -390,7 +442,7 @@ CUresult sim_CtxGetLimit(size_t *value, CUlimit limit) {
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
   if ((unsigned)limit >= CU_LIMIT_MAX)
     return sim_leave(CUDA_ERROR_UNSUPPORTED_LIMIT);
-  *value = sim.limits[limit];
+  *value = current_ctx->limits[limit];
   return sim_leave(CUDA_SUCCESS);
 }
 
@@ -400,7 +452,7 @@ CUresult sim_CtxSetCacheConfig(CUfunc_cache config) {
     return r;
   if ((unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL)
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
-  sim.cache_config = config;
+  current_ctx->cache_config = config;
   return sim_leave(CUDA_SUCCESS);
 }
 

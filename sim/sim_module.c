@@ -352,9 +352,13 @@ static CUresult run_launch(struct sim_func *f, unsigned gx, unsigned gy, unsigne
   struct grid_run g = {f->mod, t, pk.buf, {gx, gy, gz}, {bx, by, bz}, shared, shmem};
   /* like a GPU, the launch itself succeeds; every later context call
      reports the fault */
-  if (sim_guarded(run_grid, &g)) {
-    sim.sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
-    sim.poisoned = 1;
+  struct sim_dev *c = sim_cur();
+  sim_access_as(c->dev, 1);
+  int faulted = sim_guarded(run_grid, &g);
+  sim_access_as(c->dev, 0);
+  if (faulted) { /* only the device whose context ran the kernel */
+    c->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+    c->poisoned = 1;
   }
   fflush(stdout); /* device printf output appears when the kernel is done */
   free(pk.buf);

@@ -1,6 +1,9 @@
 /*
  * Streams and events. Work runs at enqueue time, so every stream is always
  * idle; events still carry timestamps so that elapsed times are real.
+ * Streams belong to the context current at creation. Events too, but as in
+ * the driver's documentation a stream may wait on another context's event,
+ * and querying, synchronising or destroying an event needs no context.
  */
 #include "sim/sim.h"
 
@@ -53,7 +56,7 @@ CUresult sim_StreamWaitEvent(CUstream stream, CUevent event, unsigned int flags)
   CUresult r = sim_enter();
   if (r)
     return r;
-  if (!sim_stream_ok(stream) || !sim_lookup(event, SIM_EVENT))
+  if (!sim_stream_ok(stream) || !sim_lookup_any(event, SIM_EVENT))
     return sim_leave(CUDA_ERROR_INVALID_HANDLE);
   if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
@@ -85,7 +88,7 @@ CUresult sim_EventDestroy(CUevent event) {
   CUresult r = sim_enter();
   if (r)
     return r;
-  struct sim_event *e = sim_lookup(event, SIM_EVENT);
+  struct sim_event *e = sim_lookup_any(event, SIM_EVENT);
   if (!e)
     return sim_leave(CUDA_ERROR_INVALID_HANDLE);
   sim_unregister(e);
@@ -97,7 +100,7 @@ CUresult sim_EventRecord(CUevent event, CUstream stream) {
   CUresult r = sim_enter();
   if (r)
     return r;
-  struct sim_event *e = sim_lookup(event, SIM_EVENT);
+  struct sim_event *e = sim_lookup(event, SIM_EVENT); /* the stream's context */
   if (!e || !sim_stream_ok(stream))
     return sim_leave(CUDA_ERROR_INVALID_HANDLE);
   e->recorded = 1;
@@ -109,7 +112,7 @@ static CUresult event_noop(CUevent event) {
   CUresult r = sim_enter();
   if (r)
     return r;
-  return sim_leave(sim_lookup(event, SIM_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE);
+  return sim_leave(sim_lookup_any(event, SIM_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE);
 }
 
 CUresult sim_EventSynchronize(CUevent event) { return event_noop(event); }
@@ -119,13 +122,13 @@ CUresult sim_EventElapsedTime(float *ms, CUevent start, CUevent end) {
   CUresult r = sim_enter();
   if (r)
     return r;
-  struct sim_event *a = sim_lookup(start, SIM_EVENT), *b = sim_lookup(end, SIM_EVENT);
+  struct sim_event *a = sim_lookup_any(start, SIM_EVENT), *b = sim_lookup_any(end, SIM_EVENT);
   if (!ms)
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
   /* as documented in cuda.h: never recorded or timing disabled is an
-     invalid handle */
-  if (!a || !b || !a->recorded || !b->recorded || (a->flags & CU_EVENT_DISABLE_TIMING) ||
-      (b->flags & CU_EVENT_DISABLE_TIMING))
+     invalid handle; so are events of two contexts */
+  if (!a || !b || a->obj.dev != b->obj.dev || !a->recorded || !b->recorded ||
+      (a->flags & CU_EVENT_DISABLE_TIMING) || (b->flags & CU_EVENT_DISABLE_TIMING))
     return sim_leave(CUDA_ERROR_INVALID_HANDLE);
   *ms = (float)((double)((int64_t)(b->ns - a->ns)) / 1e6);
   return sim_leave(CUDA_SUCCESS);

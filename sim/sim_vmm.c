@@ -4,6 +4,9 @@
  * pointers are ordinary host pointers at the same values a GPU would use.
  * Every range that may be touched is tracked, so a copy to an unmapped
  * address fails with CUDA_ERROR_INVALID_VALUE instead of crashing.
+ * Each handle's memory counts against its own device; reservations and
+ * mappings are process-wide (unified addressing), and a kernel reaches a
+ * mapping only with the access cuMemSetAccess gave its device.
  */
 #include "sim/sim.h"
 
@@ -61,7 +64,9 @@ int sim_range_add(uint64_t start, uint64_t end, enum sim_range_kind kind, int pr
   }
   size_t at = (size_t)(range_floor(start) + 1);
   memmove(&sim.ranges[at + 1], &sim.ranges[at], (sim.nranges - at) * sizeof *sim.ranges);
-  sim.ranges[at] = (struct sim_range){start, end, kind, prot, h};
+  sim.ranges[at] = (struct sim_range){.start = start, .end = end, .kind = kind, .prot = prot,
+                                     .handle = h};
+  memset(sim.ranges[at].dprot, prot, sizeof sim.ranges[at].dprot);
   sim.nranges++;
   return 0;
 }
@@ -102,7 +107,7 @@ static struct sim_reservation *find_reservation(uint64_t start, uint64_t end) {
 
 static void handle_put(struct sim_memhandle *h) {
   if (h->released && h->maps == 0) {
-    sim.physical -= h->size;
+    sim.devs[h->obj.dev].physical -= h->size;
     free(h);
   }
 }
@@ -121,7 +126,7 @@ static CUresult check_prop(const CUmemAllocationProp *prop) {
   if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
       prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
     return CUDA_ERROR_INVALID_VALUE;
-  if (prop->location.id != 0)
+  if (prop->location.id < 0 || prop->location.id >= sim.ngpus)
     return CUDA_ERROR_INVALID_DEVICE;
   return CUDA_SUCCESS;
 }
@@ -140,7 +145,7 @@ CUresult sim_MemGetAllocationGranularity(size_t *granularity, const CUmemAllocat
   return sim_leave(CUDA_SUCCESS);
 }
 
-static int add_reservation(uint64_t start, uint64_t end) {
+static int add_reservation(uint64_t start, uint64_t end, int dev) {
   if (sim.nresv == sim.cresv) {
     size_t cap = sim.cresv ? sim.cresv * 2 : 8;
     struct sim_reservation *p = realloc(sim.resv, cap * sizeof *p);
@@ -149,7 +154,7 @@ static int add_reservation(uint64_t start, uint64_t end) {
     sim.resv = p;
     sim.cresv = cap;
   }
-  sim.resv[sim.nresv++] = (struct sim_reservation){start, end};
+  sim.resv[sim.nresv++] = (struct sim_reservation){start, end, dev};
   return 0;
 }
 
@@ -184,7 +189,7 @@ CUresult sim_MemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, 
       munmap((void *)(a + size), (uintptr_t)p + size + alignment - (a + size));
     got = (void *)a;
   }
-  if (add_reservation((uintptr_t)got, (uintptr_t)got + size)) {
+  if (add_reservation((uintptr_t)got, (uintptr_t)got + size, sim_cur()->dev)) {
     munmap(got, size);
     return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
   }
@@ -226,12 +231,14 @@ CUresult sim_MemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
   if ((r = check_prop(prop)))
     return sim_leave(r);
-  if (size > SIM_TOTAL_MEM - sim.physical)
+  struct sim_dev *dv = &sim.devs[prop->location.id];
+  if (size > SIM_TOTAL_MEM - dv->physical)
     return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
   struct sim_memhandle *h = calloc(1, sizeof *h);
   if (!h)
     return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
   h->obj.kind = SIM_MEMHANDLE;
+  h->obj.dev = dv->dev;
   h->size = size;
   h->fd = memfd_create("ferry-sim-vram", MFD_CLOEXEC);
   if (h->fd < 0 || ftruncate(h->fd, (off_t)size) != 0 || sim_register(h)) {
@@ -240,7 +247,7 @@ CUresult sim_MemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     free(h);
     return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
   }
-  sim.physical += size;
+  dv->physical += size;
   *handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
   return sim_leave(CUDA_SUCCESS);
 }
@@ -306,35 +313,59 @@ CUresult sim_MemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *d
     return r;
   if (!desc || count == 0)
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
-  int prot = PROT_NONE;
+  int prot[SIM_MAX_GPUS] = {0}, set[SIM_MAX_GPUS] = {0};
   for (size_t i = 0; i < count; i++) {
     if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE)
       return sim_leave(CUDA_ERROR_INVALID_VALUE);
-    if (desc[i].location.id != 0)
+    int id = desc[i].location.id;
+    if (id < 0 || id >= sim.ngpus)
       return sim_leave(CUDA_ERROR_INVALID_DEVICE);
-    switch (desc[i].flags) {
-    case CU_MEM_ACCESS_FLAGS_PROT_NONE: prot = PROT_NONE; break;
-    case CU_MEM_ACCESS_FLAGS_PROT_READ: prot = PROT_READ; break;
-    case CU_MEM_ACCESS_FLAGS_PROT_READWRITE: prot = PROT_READ | PROT_WRITE; break;
+    switch (desc[i].flags) { /* a later entry for the same device wins */
+    case CU_MEM_ACCESS_FLAGS_PROT_NONE: prot[id] = PROT_NONE; break;
+    case CU_MEM_ACCESS_FLAGS_PROT_READ: prot[id] = PROT_READ; break;
+    case CU_MEM_ACCESS_FLAGS_PROT_READWRITE: prot[id] = PROT_READ | PROT_WRITE; break;
     default: return sim_leave(CUDA_ERROR_INVALID_VALUE);
     }
+    set[id] = 1;
   }
   size_t first, n;
   if (!whole_mappings(ptr, size, &first, &n))
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
-  if (mprotect((void *)(uintptr_t)ptr, size, prot) != 0)
-    return sim_leave(CUDA_ERROR_INVALID_VALUE);
-  for (size_t k = first; k < first + n; k++)
-    sim.ranges[k].prot = prot;
+  /* devices not named keep their access; the host pages allow the union,
+     since copies may use any device's memory */
+  for (size_t k = first; k < first + n; k++) {
+    struct sim_range *rg = &sim.ranges[k];
+    int any = PROT_NONE;
+    for (int g = 0; g < sim.ngpus; g++)
+      any |= set[g] ? prot[g] : rg->dprot[g];
+    if (mprotect((void *)(uintptr_t)rg->start, rg->end - rg->start, any) != 0)
+      return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    for (int g = 0; g < sim.ngpus; g++)
+      if (set[g])
+        rg->dprot[g] = (unsigned char)prot[g];
+    rg->prot = any;
+  }
   return sim_leave(CUDA_SUCCESS);
+}
+
+/* only simulation code, under the lock, touches these pages, so taking
+   access away from the host for the length of a kernel is safe */
+void sim_access_as(int dev, int on) {
+  if (sim.ngpus == 1) /* the one device's access is the union */
+    return;
+  for (size_t k = 0; k < sim.nranges; k++) {
+    const struct sim_range *rg = &sim.ranges[k];
+    if (rg->kind == SIM_RANGE_MAP && rg->dprot[dev] != rg->prot)
+      mprotect((void *)(uintptr_t)rg->start, rg->end - rg->start, on ? rg->dprot[dev] : rg->prot);
+  }
 }
 
 CUresult sim_MemGetInfo(size_t *free_bytes, size_t *total_bytes) {
   CUresult r = sim_enter();
   if (r)
     return r;
-  if (free_bytes)
-    *free_bytes = SIM_TOTAL_MEM - sim.physical;
+  if (free_bytes) /* the current context's device */
+    *free_bytes = SIM_TOTAL_MEM - sim_cur()->physical;
   if (total_bytes)
     *total_bytes = SIM_TOTAL_MEM;
   return sim_leave(CUDA_SUCCESS);
@@ -342,10 +373,11 @@ CUresult sim_MemGetInfo(size_t *free_bytes, size_t *total_bytes) {
 
 static struct sim_memhandle **handles_found;
 static size_t handles_n;
+static int handles_dev;
 static void collect_handle(const void *node, VISIT which, int depth) {
   (void)depth;
   struct sim_obj *o = *(struct sim_obj *const *)node;
-  if ((which == postorder || which == leaf) && o->kind == SIM_MEMHANDLE)
+  if ((which == postorder || which == leaf) && o->kind == SIM_MEMHANDLE && o->dev == handles_dev)
     handles_found[handles_n++] = (struct sim_memhandle *)o;
 }
 static size_t count_n;
@@ -355,16 +387,29 @@ static void count_nodes(const void *node, VISIT which, int depth) {
     count_n++;
 }
 
-void sim_vmm_destroy_all(void) {
-  for (size_t i = 0; i < sim.nresv; i++) {
-    drop_mappings_in(sim.resv[i].start, sim.resv[i].end);
-    munmap((void *)(uintptr_t)sim.resv[i].start, sim.resv[i].end - sim.resv[i].start);
+void sim_vmm_destroy_dev(int dev) {
+  for (size_t i = 0; i < sim.nresv;) {
+    struct sim_reservation rv = sim.resv[i];
+    if (rv.dev != dev) {
+      i++;
+      continue;
+    }
+    drop_mappings_in(rv.start, rv.end);
+    munmap((void *)(uintptr_t)rv.start, rv.end - rv.start);
+    sim.resv[i] = sim.resv[--sim.nresv];
   }
-  sim.nresv = 0;
+  /* the device's memory is gone wherever it was mapped */
+  for (size_t i = 0; i < sim.nranges;) {
+    if (sim.ranges[i].kind == SIM_RANGE_MAP && sim.ranges[i].handle->obj.dev == dev)
+      unmap_range_at(i);
+    else
+      i++;
+  }
   count_n = 0;
   twalk(sim.registry, count_nodes);
   handles_found = calloc(count_n + 1, sizeof *handles_found);
   handles_n = 0;
+  handles_dev = dev;
   if (handles_found)
     twalk(sim.registry, collect_handle);
   for (size_t i = 0; i < handles_n; i++) {

@@ -7,3 +7,14 @@ ferry_unit_test(test_sim ${CMAKE_CURRENT_LIST_DIR}/test_sim.c)
 target_link_libraries(test_sim PRIVATE ferry_sim ferry_executor)
 target_compile_definitions(test_sim PRIVATE UNIT_TWINS="$<TARGET_FILE:ferry_unit_twins>")
 add_dependencies(test_sim ferry_unit_twins)
+
+# three devices: FERRY_SIM_GPUS is read once per process, so a binary of its own
+ferry_unit_test(test_sim_multi ${CMAKE_CURRENT_LIST_DIR}/test_sim_multi.c)
+target_link_libraries(test_sim_multi PRIVATE ferry_sim ferry_executor)
+target_compile_definitions(test_sim_multi PRIVATE UNIT_TWINS="$<TARGET_FILE:ferry_unit_twins>")
+add_dependencies(test_sim_multi ferry_unit_twins)
+
+# a bad FERRY_SIM_GPUS means one device, with one line saying so
+add_test(NAME test_sim_bad_gpus COMMAND test_sim)
+set_tests_properties(test_sim_bad_gpus PROPERTIES ENVIRONMENT FERRY_SIM_GPUS=9 TIMEOUT 120
+  PASS_REGULAR_EXPRESSION "FERRY_SIM_GPUS=9 is not in 1\\.\\.8.*PASSED")

@@ -2,29 +2,14 @@
  * The CPU simulation must behave like the CUDA driver where the executor
  * depends on it: VMM at exact hints, error codes for bad handles and
  * unmapped copies, parameter layouts, and a faulting kernel turning into
- * a sticky CUDA_ERROR_ILLEGAL_ADDRESS until the context is reset.
+ * a sticky CUDA_ERROR_ILLEGAL_ADDRESS until the context is reset. One
+ * device; test_sim_multi.c has three.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <cmocka.h>
+#include "sim_fixture.h"
 
-#include "executor/driver.h"
+/* ---- one device (the default) ---- */
 
-#define MiB (1ull << 20)
-#define HINT 0x300000000000ull
-
-static const struct ferry_driver *d;
 static CUcontext ctx;
-
-static CUmemAllocationProp prop(void) {
-  CUmemAllocationProp p = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                           .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
-  return p;
-}
 
 /* reserves 64 MiB at HINT and maps `mapped` bytes at its start, RW */
 static CUmemGenericAllocationHandle map_at_hint(size_t mapped) {
@@ -184,8 +169,6 @@ static void test_streams_events(void **state) {
   assert_int_equal(d->EventDestroy(b), CUDA_SUCCESS);
   assert_int_equal(d->EventDestroy(nt), CUDA_SUCCESS);
 }
-
-static const unsigned char fatbin[16] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0};
 
 static void test_modules_and_params(void **state) {
   (void)state;
