@@ -1,7 +1,8 @@
 /*
  * Maps a URL scheme to its backend. On a build without rdma-core the ib://
  * answer is spelled out, because a user who asks for InfiniBand needs to
- * know why it is missing and what to use instead.
+ * know why it is missing and what to use instead. shm:// is no URL at all:
+ * those channels are a memfd that ferry hands to the helpers it spawns.
  */
 #include "transport.h"
 #include "backends.h"
@@ -18,6 +19,12 @@ const struct ferry_transport *ferry_transport_find(const char *scheme, char *err
     snprintf(err, errlen,
              "ib:// transport is not built into this ferry (rdma-core was not found at build "
              "time); use tcp://");
+    return NULL;
+  }
+  if (scheme && strcmp(scheme, "shm") == 0) {
+    snprintf(err, errlen,
+             "shm:// channels are made by ferry itself for ferry-mhelper; "
+             "they cannot be named in a URL");
     return NULL;
   }
   snprintf(err, errlen, "unknown transport '%s://' (this ferry knows tcp://%s)", scheme ? scheme : "",
