@@ -15,7 +15,7 @@ add_custom_target(ferry_bench_apps ALL DEPENDS ${FERRY_BENCH_APP})
 add_executable(ferry-bench-record ${CMAKE_SOURCE_DIR}/bench/record_bench.c)
 target_link_libraries(ferry-bench-record PRIVATE ferry_recorder ferry_protocol)
 set(FERRY_MIG_BENCH_APPS)
-foreach(app mig_regions mig_iterative)
+foreach(app mig_regions mig_iterative helper_bench)
   add_custom_command(
     OUTPUT ${CMAKE_BINARY_DIR}/bench/${app}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/bench

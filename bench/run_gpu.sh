@@ -20,15 +20,10 @@ native_lib=${CUDA_RUNTIME_DIR:-/usr/local/cuda/lib64}
   echo "cpus: $(nproc)"
 } >"$out/machine.txt" 2>&1
 
-"$prefix/bin/ferry-server" --listen tcp://127.0.0.1:0 --backend "${FERRY_BACKEND:-cuda}" ${FERRY_SIM_KERNELS:+--sim-kernels "$FERRY_SIM_KERNELS"} 2>"$out/server.log" &
-server=$!
+. "$(dirname "$0")/server_start.sh"
+server_start "$prefix/bin" "$out/server.log" --backend "${FERRY_BACKEND:-cuda}" \
+  ${FERRY_SIM_KERNELS:+--sim-kernels "$FERRY_SIM_KERNELS"}
 trap 'kill $server 2>/dev/null' EXIT
-for i in $(seq 100); do
-  port=$(sed -n 's/.*listening on tcp:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/server.log" | head -n 1)
-  [ -n "$port" ] && break
-  sleep 0.1
-done
-[ -n "$port" ] || { echo "ferry-server did not start"; cat "$out/server.log"; exit 1; }
 export FERRY_DEVICES=tcp://127.0.0.1:$port/0
 ferry="$prefix/bin/ferry"
 

@@ -69,20 +69,13 @@ mkdir -p "$FERRY_CONTROL_DIR"
   git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null | sed 's/^/commit: /'
 } >"$out/machine.txt" 2>&1
 
+. "$(dirname "$0")/server_start.sh"
 if [ $sim = 1 ]; then
-  "$bin/ferry-server" --listen tcp://127.0.0.1:0 --backend sim --sim-kernels "$apps/bench_twins.so" 2>"$out/server.log" &
+  server_start "$bin" "$out/server.log" --backend sim --sim-kernels "$apps/bench_twins.so"
 else
-  "$bin/ferry-server" --listen tcp://127.0.0.1:0 --backend cuda 2>"$out/server.log" &
+  server_start "$bin" "$out/server.log" --backend cuda
 fi
-server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$FERRY_CONTROL_DIR"' EXIT
-port=
-for i in $(seq 100); do
-  port=$(sed -n 's/.*listening on tcp:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/server.log" | head -n 1)
-  [ -n "$port" ] && break
-  sleep 0.1
-done
-[ -n "$port" ] || { echo "ferry-server did not start"; cat "$out/server.log"; exit 1; }
 export FERRY_DEVICES=tcp://127.0.0.1:$port/0
 unset FERRY_MIGRATE_AT FERRY_FAULT
 

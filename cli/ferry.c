@@ -391,7 +391,8 @@ static void print_migration(const char *mig) {
   } else if (!strcmp(state, "done")) {
     char copied[64];
     format_bytes(copied, sizeof copied, -1, num(mig, "bytes_copied"));
-    printf("  migration: done in %.1f ms (%s ms)\n", num(mig, "total_ms"), times);
+    printf("  migration: done in %.1f ms, the program held %.1f ms (%s ms)\n",
+           num(mig, "total_ms"), num(mig, "pause_ms"), times);
     printf("             at launch %.0f; replayed %.0f records, %.0f modules (%.1f ms, rest %.1f "
            "ms); copied %s in %.0f ranges, %.0f requests\n",
            num(mig, "launch_at_start"), num(mig, "records_replayed"), num(mig, "modules_replayed"),

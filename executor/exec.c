@@ -139,6 +139,7 @@ fail:
 
 static void free_all(struct ferry_exec *ex, int driver_ok) {
   exec_fail_pending(ex, driver_ok);
+  exec_free_host(ex, driver_ok);
   exec_free_staging(ex, driver_ok);
   exec_free_modules(ex, driver_ok);
   exec_free_streams_events(ex, driver_ok);
@@ -172,6 +173,7 @@ void ferry_exec_close(struct ferry_exec *ex) {
   free(ex->streams);
   free(ex->events);
   free(ex->mods);
+  free(ex->host_regs);
   free(ex);
 }
 
@@ -253,6 +255,50 @@ int ferry_exec_call(struct ferry_exec *ex, unsigned call, const void *args, void
   if (rc != EXEC_OK && ferry_debug_enabled())
     ferry_debug("%s failed with cudaError %d", ferry_calls[call].name, rc);
   return rc;
+}
+
+/* bulk adapters: bytes come from and go to plain memory */
+struct mem_in {
+  const char *p;
+  uint64_t left;
+};
+static int mem_read(void *ctx, void *dst, size_t n) {
+  struct mem_in *m = ctx;
+  if (n > m->left)
+    return -1;
+  memcpy(dst, m->p, n);
+  m->p += n;
+  m->left -= n;
+  return 0;
+}
+struct mem_out {
+  char *p;
+  uint64_t cap, len;
+};
+static int mem_begin(void *ctx, uint64_t len) {
+  struct mem_out *m = ctx;
+  return len > m->cap ? -1 : 0;
+}
+static int mem_write(void *ctx, const void *p, size_t n) {
+  struct mem_out *m = ctx;
+  if (m->len + n > m->cap)
+    return -1;
+  memcpy(m->p + m->len, p, n);
+  m->len += n;
+  return 0;
+}
+
+int ferry_exec_call_mem(struct ferry_exec *ex, unsigned call, const void *args, void *rets,
+                        const struct ferry_bulk *bulk) {
+  if (!ferry_call_valid(call))
+    return EXEC_INVALID_VALUE;
+  unsigned flags = ferry_calls[call].flags;
+  struct mem_in in = {bulk ? bulk->in : NULL, bulk ? bulk->in_len : 0};
+  struct mem_out out = {bulk ? bulk->out : NULL, bulk ? bulk->out_len : 0, 0};
+  struct ferry_bulk_in bin = {in.left, mem_read, &in};
+  struct ferry_bulk_out bout = {mem_begin, mem_write, &out};
+  struct ferry_io io = {(flags & BULK_IN) ? &bin : NULL, (flags & BULK_OUT) ? &bout : NULL};
+  return ferry_exec_call(ex, call, args, rets, &io);
 }
 
 int ferry_exec_take_async_error(struct ferry_exec *ex) {

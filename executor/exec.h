@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 #include "driver.h"
-#include "protocol/wire.h"
+#include "protocol/codec.h"
 
 /* BULK_IN: the executor pulls exactly `len` bytes, in chunks of its choosing */
 struct ferry_bulk_in {
@@ -58,6 +58,12 @@ CUcontext ferry_exec_context(const struct ferry_exec *ex);
 int ferry_exec_stream(struct ferry_exec *ex, uint32_t id, CUstream *out);
 int ferry_exec_event(struct ferry_exec *ex, uint32_t id, CUevent *out);
 
+/* Host memory at [base, base + size) is shared with the peer at the same
+   addresses (ferry-mhelper: the program's shared host arena; the executor
+   inside the program: all of it). Until this is called the host_* calls are
+   refused as a protocol violation, as a server must. */
+void ferry_exec_allow_host(struct ferry_exec *ex, uint64_t base, uint64_t size);
+
 /* frees every mapping, module, stream and event the session held */
 void ferry_exec_close(struct ferry_exec *ex);
 
@@ -70,6 +76,10 @@ int ferry_exec_describe(struct ferry_exec *ex, struct ferry_hello_rets *r, char 
 int ferry_exec_call(struct ferry_exec *ex, unsigned call, const void *args, void *rets,
                     struct ferry_io *io);
 int ferry_exec_take_async_error(struct ferry_exec *ex);
+/* the same with the call's bulk bytes in memory (bulk may be NULL): for
+   callers in the program's own process, where nothing travels */
+int ferry_exec_call_mem(struct ferry_exec *ex, unsigned call, const void *args, void *rets,
+                        const struct ferry_bulk *bulk);
 /* after a call: why the client broke the protocol (a handle it never
    created), or NULL. Ferry's shim checks handles itself, so only a broken
    or hostile client gets here, and the server ends its session. */

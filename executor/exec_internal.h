@@ -95,6 +95,15 @@ struct ferry_exec {
   uint64_t *surfobjs;
   size_t nsurfobjs, csurfobjs;
 
+  /* host memory the peer shares at the same addresses (ferry_exec_allow_host):
+     [host_lo, host_hi); empty for a server, which never touches host
+     addresses a client names */
+  uint64_t host_lo, host_hi;
+  struct exec_host_reg {
+    uint64_t addr, size;
+  } *host_regs; /* page-locked with host_register */
+  size_t nhost_regs, chost_regs;
+
   /* a handle the client never created: a broken client, which the server
      disconnects (ferry_exec_violation) */
   char violation[160];
@@ -154,6 +163,9 @@ struct exec_xfer {
 int exec_pull(struct ferry_exec *ex, struct exec_xfer *x, struct ferry_bulk_in *in, int err);
 /* device -> host: len bytes to out (see exec_mem.c) */
 int exec_push(struct ferry_exec *ex, struct exec_xfer *x, uint64_t len, struct ferry_bulk_out *out);
+
+/* unregisters what host_register page-locked (exec_host.c) */
+void exec_free_host(struct ferry_exec *ex, int driver_ok);
 
 /* destroys texture/surface objects and arrays (exec_array.c) */
 void exec_free_arrays(struct ferry_exec *ex, int driver_ok);

@@ -20,6 +20,14 @@ int ferry_buf_reserve(struct ferry_buf *b, size_t extra);
 int ferry_buf_append(struct ferry_buf *b, const void *p, size_t n);
 void ferry_buf_free(struct ferry_buf *b);
 
+/* the raw bytes of a call (BULK_IN / BULK_OUT), beside its body */
+struct ferry_bulk {
+  const void *in;
+  uint64_t in_len;
+  void *out; /* BULK_OUT: the reply's bytes land here */
+  uint64_t out_len;
+};
+
 /* append the msgpack encoding; returns 0, or -1 when out of memory */
 int ferry_encode_args(unsigned call, const void *args, struct ferry_buf *out);
 int ferry_encode_rets(unsigned call, const void *rets, struct ferry_buf *out);

@@ -19,6 +19,12 @@
 #define FERRY_MAX_BULK (1ull << 40)        /* sanity bound for a single transfer */
 #define FERRY_MAX_LAUNCH_ATTRS 16u         /* launch attributes in one launch's attrs blob */
 
+/* stream and event ids below the program's (common/handles.h starts them at
+   16) that ferry itself uses on the wire; 0-2 are the default streams */
+#define FERRY_WIRE_MEMSYNC_STREAM 3u  /* mem-sync's copies */
+#define FERRY_WIRE_MEMSYNC_EVENT0 3u  /* ..+7: one per mem-sync buffer */
+#define FERRY_WIRE_STAGING_EVENT0 11u /* ..+1: pageable copies through shared staging */
+
 /* frame kinds above the call ids */
 enum {
   FERRY_KIND_REPLY = 0xff00,    /* answer to the oldest SYNC request */

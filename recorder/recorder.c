@@ -244,3 +244,21 @@ size_t ferry_recorder_live(struct ferry_recorder *r) {
   pthread_mutex_unlock(&r->lock);
   return n;
 }
+
+int ferry_recorder_rebind(struct ferry_recorder *r, uint32_t module, ferry_blob var_info) {
+  int rc = -1;
+  pthread_mutex_lock(&r->lock);
+  for (size_t i = 0; i < r->n; i++) {
+    struct ferry_record *rec = &r->recs[i];
+    if (!rec->live || rec->call != FERRY_CALL_module_load ||
+        ((const struct ferry_module_load_args *)(const void *)rec->args)->module != module)
+      continue;
+    if (rec->var_info_len == var_info.len) {
+      if (var_info.len) memcpy((void *)rec->var_info, var_info.ptr, var_info.len);
+      rc = 0;
+    }
+    break;
+  }
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}

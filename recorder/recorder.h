@@ -53,6 +53,9 @@ int ferry_record(struct ferry_recorder *r, unsigned call, const void *args, cons
 int ferry_recorder_foreach(struct ferry_recorder *r,
                            int (*fn)(void *ctx, const struct ferry_record *rec), void *ctx);
 size_t ferry_recorder_live(struct ferry_recorder *r);
+/* a module now lives on another GPU: its load record takes the variable
+   addresses it has there (same length as before); 0, or -1 when unknown */
+int ferry_recorder_rebind(struct ferry_recorder *r, uint32_t module, ferry_blob var_info);
 
 
 #endif

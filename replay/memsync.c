@@ -1,6 +1,6 @@
 /*
  * Mem-sync (see memsync.h): planning the ranges, then the pipelined copy
- * through pinned buffers on a stream of its own.
+ * through the caller's page-locked buffers on a stream of the target's.
  */
 #include "replay/memsync.h"
 
@@ -69,26 +69,69 @@ struct batch {
   uint64_t bytes;
 };
 
+/* the target's side: a stream of its own and an event per buffer, under
+   ids that ferry keeps for itself (protocol/wire.h) */
 struct engine {
-  struct ferry_exec *ex;
-  const struct ferry_driver *d;
-  CUstream s;
-  void *buf[MAX_BUFFERS];
-  CUevent ev[MAX_BUFFERS];
-  int busy[MAX_BUFFERS];
+  const struct ferry_target *t;
   unsigned nbuf;
+  int stream, events; /* created: the stream, and this many events */
+  int busy[MAX_BUFFERS];
 };
 
-static void engine_free(struct engine *e) {
-  for (unsigned i = 0; i < e->nbuf; i++) {
-    if (e->busy[i]) e->d->EventSynchronize(e->ev[i]);
-    if (e->ev[i]) e->d->EventDestroy(e->ev[i]);
-    if (e->buf[i]) e->d->MemFreeHost(e->buf[i]);
-  }
-  if (e->s) e->d->StreamDestroy(e->s);
+static int tcall(struct engine *e, unsigned call, const void *args) {
+  return e->t->call(e->t->ctx, call, args, NULL, NULL);
 }
 
-int ferry_memsync_run(struct ferry_exec *ex, const uint64_t *pairs, size_t npairs,
+static int engine_open(struct engine *e) {
+  struct ferry_stream_create_args sc = {FERRY_WIRE_MEMSYNC_STREAM, 1 /* non-blocking */, 0};
+  int rc = tcall(e, FERRY_CALL_stream_create, &sc);
+  if (rc) return rc;
+  e->stream = 1;
+  for (unsigned i = 0; i < e->nbuf; i++) {
+    struct ferry_event_create_args ec = {FERRY_WIRE_MEMSYNC_EVENT0 + i, 2 /* no timing */};
+    if ((rc = tcall(e, FERRY_CALL_event_create, &ec))) return rc;
+    e->events++;
+  }
+  return 0;
+}
+
+/* waits until the copies out of buffer i are done */
+static int engine_wait(struct engine *e, unsigned i) {
+  if (!e->busy[i]) return 0;
+  e->busy[i] = 0;
+  struct ferry_event_synchronize_args a = {FERRY_WIRE_MEMSYNC_EVENT0 + i};
+  return tcall(e, FERRY_CALL_event_synchronize, &a);
+}
+
+static void engine_close(struct engine *e) {
+  for (unsigned i = 0; i < e->nbuf; i++) engine_wait(e, i);
+  for (int i = 0; i < e->events; i++) {
+    struct ferry_event_destroy_args a = {FERRY_WIRE_MEMSYNC_EVENT0 + (uint32_t)i};
+    tcall(e, FERRY_CALL_event_destroy, &a);
+  }
+  if (e->stream) {
+    struct ferry_stream_destroy_args a = {FERRY_WIRE_MEMSYNC_STREAM};
+    tcall(e, FERRY_CALL_stream_destroy, &a);
+  }
+}
+
+/* the copies out of buffer i, then its event */
+static int engine_put(struct engine *e, unsigned i, const char *buf, const uint64_t *pieces,
+                      size_t n) {
+  int rc = 0;
+  for (size_t j = 0; j < n && !rc; j++) {
+    struct ferry_memcpy_htod_host_args a = {pieces[2 * j], (uint64_t)(uintptr_t)buf,
+                                            pieces[2 * j + 1], FERRY_WIRE_MEMSYNC_STREAM};
+    rc = tcall(e, FERRY_CALL_memcpy_htod_host, &a);
+    buf += pieces[2 * j + 1];
+  }
+  struct ferry_event_record_args r = {FERRY_WIRE_MEMSYNC_EVENT0 + i, FERRY_WIRE_MEMSYNC_STREAM};
+  if (!rc) rc = tcall(e, FERRY_CALL_event_record, &r);
+  e->busy[i] = !rc;
+  return rc;
+}
+
+int ferry_memsync_run(const struct ferry_target *t, const uint64_t *pairs, size_t npairs,
                       const struct ferry_memsync_source *src, const struct ferry_memsync_opts *o,
                       struct ferry_memsync_stats *st, char *err, size_t errlen) {
   double t0 = now_ms();
@@ -106,7 +149,7 @@ int ferry_memsync_run(struct ferry_exec *ex, const uint64_t *pairs, size_t npair
   }
   uint64_t *pieces = malloc((npieces ? npieces : 1) * 2 * sizeof *pieces);
   struct batch *batches = malloc((npieces ? npieces : 1) * sizeof *batches);
-  struct engine e = {.ex = ex, .d = ferry_exec_driver(ex), .nbuf = nbuf};
+  struct engine e = {.t = t, .nbuf = nbuf};
   int rc = 0;
   if (!pieces || !batches) {
     snprintf(err, errlen, "out of memory planning mem-sync");
@@ -130,26 +173,27 @@ int ferry_memsync_run(struct ferry_exec *ex, const uint64_t *pairs, size_t npair
   st->ranges = npairs;
   st->requests = nb;
   if (!nb) goto out;
+  for (unsigned i = 0; i < nbuf; i++)
+    if (!o->bufs || !o->bufs[i]) {
+      snprintf(err, errlen, "mem-sync has no buffer %u", i);
+      rc = 1;
+      goto out;
+    }
 
-  CUresult r = e.d->CtxSetCurrent(ferry_exec_context(ex));
-  if (!r) r = e.d->StreamCreateWithPriority(&e.s, CU_STREAM_NON_BLOCKING, 0);
-  for (unsigned i = 0; i < nbuf && !r; i++) {
-    r = e.d->MemHostAlloc(&e.buf[i], batch_bytes, 0);
-    if (!r) r = e.d->EventCreate(&e.ev[i], CU_EVENT_DISABLE_TIMING);
-  }
+  int r = engine_open(&e);
   if (r) {
-    snprintf(err, errlen, "cannot set up mem-sync buffers on the local GPU (CUresult %d)", (int)r);
-    rc = ferry_cuda_error_from_cu(r);
+    snprintf(err, errlen, "cannot set up mem-sync on the target GPU (cudaError %d)", r);
+    rc = r;
     goto out;
   }
-  /* keep nbuf requests ahead; the server answers in order */
+  /* keep nbuf requests ahead; the source answers in order */
   size_t sent = 0, got = 0;
   uint64_t done = 0;
   int broken = 0;
-  for (size_t b = 0; b < nb && !rc; b++) {
+  for (size_t b = 0; b < nb && !rc && !r; b++) {
     while (sent < nb && sent < b + nbuf) {
       if (src->request(src->ctx, &pieces[2 * batches[sent].first], (uint32_t)batches[sent].n)) {
-        snprintf(err, errlen, "mem-sync request %zu of %zu could not be sent: the remote GPU is "
+        snprintf(err, errlen, "mem-sync request %zu of %zu could not be sent: the source GPU is "
                  "unreachable", sent + 1, nb);
         rc = 999;
         broken = 1;
@@ -159,9 +203,8 @@ int ferry_memsync_run(struct ferry_exec *ex, const uint64_t *pairs, size_t npair
     }
     if (rc) break;
     unsigned i = (unsigned)(b % nbuf);
-    if (e.busy[i] && (r = e.d->EventSynchronize(e.ev[i]))) break;
-    e.busy[i] = 0;
-    int got_rc = src->receive(src->ctx, e.buf[i], batches[b].bytes);
+    if ((r = engine_wait(&e, i))) break;
+    int got_rc = src->receive(src->ctx, o->bufs[i], batches[b].bytes);
     got++;
     if (got_rc) {
       snprintf(err, errlen, "mem-sync transfer %zu of %zu failed after %llu of %llu bytes%s", b + 1,
@@ -171,26 +214,20 @@ int ferry_memsync_run(struct ferry_exec *ex, const uint64_t *pairs, size_t npair
       broken = got_rc < 0;
       break;
     }
-    const char *p = e.buf[i];
-    for (size_t j = 0; j < batches[b].n && !r; j++) {
-      const uint64_t *pc = &pieces[2 * (batches[b].first + j)];
-      r = e.d->MemcpyHtoDAsync(pc[0], p, pc[1], e.s);
-      p += pc[1];
-    }
-    if (!r) r = e.d->EventRecord(e.ev[i], e.s);
-    if (r) break;
-    e.busy[i] = 1;
+    if ((r = engine_put(&e, i, o->bufs[i], &pieces[2 * batches[b].first], batches[b].n))) break;
     done += batches[b].bytes;
     if (o->progress) o->progress(o->progress_ctx, done, total);
   }
-  if (!rc && !r) r = e.d->StreamSynchronize(e.s);
+  if (!rc && !r) {
+    struct ferry_stream_synchronize_args a = {FERRY_WIRE_MEMSYNC_STREAM};
+    r = tcall(&e, FERRY_CALL_stream_synchronize, &a);
+  }
   if (!rc && r) {
-    snprintf(err, errlen, "mem-sync: copying to the local GPU failed (CUresult %d)", (int)r);
-    rc = ferry_cuda_error_from_cu(r);
-    if (!rc) rc = 999;
+    snprintf(err, errlen, "mem-sync: copying to the target GPU failed (cudaError %d)", r);
+    rc = r;
   }
   /* answers still on their way would leave the connection out of step:
-     read and drop them, so the program can go on remotely */
+     read and drop them, so the program can go on where it was */
   if (!broken && got < sent) {
     void *scratch = malloc(batch_bytes);
     for (; got < sent; got++)
@@ -199,7 +236,7 @@ int ferry_memsync_run(struct ferry_exec *ex, const uint64_t *pairs, size_t npair
   }
   if (!rc) st->bytes = done;
 out:
-  engine_free(&e);
+  engine_close(&e);
   free(pieces);
   free(batches);
   st->ms = now_ms() - t0;

@@ -4,8 +4,9 @@
  * one range (the gaps are mapped memory, so copying them is harmless) and
  * many ranges travel in one gather request, so a thousand small
  * allocations cost about what one large one does. Requests are pipelined:
- * while batch k arrives in one pinned buffer, batch k-1 is on its way to
- * the GPU from the other.
+ * while batch k arrives in one page-locked buffer, batch k-1 is on its way
+ * to the GPU from the other. The target is the migration's (in-process or
+ * a ferry-mhelper): the copies are calls, the buffers shared memory.
  */
 #ifndef FERRY_MEMSYNC_H
 #define FERRY_MEMSYNC_H
@@ -14,7 +15,7 @@
 #include <stdint.h>
 
 #include "common/arena.h"
-#include "executor/exec.h"
+#include "replay/target.h"
 
 /* where the bytes come from: the remote server (shim) or a test double */
 struct ferry_memsync_source {
@@ -26,10 +27,13 @@ struct ferry_memsync_source {
 };
 
 struct ferry_memsync_opts {
-  uint64_t batch_bytes;  /* bytes per request, also the size of each pinned buffer */
+  uint64_t batch_bytes;  /* bytes per request, also the size of each buffer */
   uint32_t max_ranges;   /* ranges per request */
   uint64_t merge_gap;    /* regions closer than this (in mapped memory) become one range */
-  unsigned buffers;      /* pinned buffers (requests in flight), at least 2 */
+  unsigned buffers;      /* buffers (requests in flight), 2 to 8 */
+  /* the buffers, batch_bytes each: host memory the target copies from with
+     memcpy_htod_host, page-locked there by the caller so copies overlap */
+  void *const *bufs;
   void (*progress)(void *ctx, uint64_t done, uint64_t total);
   void *progress_ctx;
 };
@@ -48,7 +52,7 @@ long ferry_memsync_plan(const struct ferry_region *regions, size_t nregions,
                         uint64_t **pairs);
 
 /* copies the ranges; 0 or a cudaError_t (reason in err) */
-int ferry_memsync_run(struct ferry_exec *ex, const uint64_t *pairs, size_t npairs,
+int ferry_memsync_run(const struct ferry_target *t, const uint64_t *pairs, size_t npairs,
                       const struct ferry_memsync_source *src, const struct ferry_memsync_opts *o,
                       struct ferry_memsync_stats *st, char *err, size_t errlen);
 

@@ -1,8 +1,8 @@
 /*
- * Runs a replay log against an executor (see replay.h). The calls are the
- * ones the program made, with the same ids and addresses, so the executor
- * needs nothing special; only results the program already holds (texture
- * and surface object values) must come out equal, and are checked.
+ * Runs a replay log against a target (see replay.h). The calls are the ones
+ * the program made, with the same ids and addresses, so the target needs
+ * nothing special; only results the program already holds (texture and
+ * surface object values) must come out equal, and are checked.
  */
 #include "replay/replay.h"
 
@@ -19,25 +19,12 @@ static double now_ms(void) {
 }
 
 struct replay_run {
-  struct ferry_exec *ex;
+  const struct ferry_target *t;
   const struct ferry_replay_hooks *hooks;
   struct ferry_replay_stats *stats;
   char *err;
   size_t errlen;
 };
-
-struct bulk_src {
-  const char *p;
-  uint64_t left;
-};
-static int bulk_read(void *ctx, void *dst, size_t n) {
-  struct bulk_src *b = ctx;
-  if (n > b->left) return -1;
-  memcpy(dst, b->p, n);
-  b->p += n;
-  b->left -= n;
-  return 0;
-}
 
 _Static_assert(sizeof(struct ferry_tex_destroy_args) == sizeof(struct ferry_surf_destroy_args) &&
                    sizeof(struct ferry_tex_create_rets) == sizeof(struct ferry_surf_create_rets),
@@ -52,9 +39,8 @@ static int replay_one(void *ctx, const struct ferry_record *rec) {
     unsigned char any[256];
   } rets;
   memset(&rets, 0, sizeof rets);
-  struct bulk_src src = {rec->bulk, rec->bulk_len};
-  struct ferry_bulk_in in = {rec->bulk_len, bulk_read, &src};
-  struct ferry_io io = {rec->bulk ? &in : NULL, NULL};
+  struct ferry_bulk bulk = {.in = rec->bulk, .in_len = rec->bulk_len};
+  const struct ferry_target *t = run->t;
   const void *args = rec->args;
   struct ferry_event_record_args ev;
   if (rec->call == FERRY_CALL_event_record) {
@@ -65,7 +51,7 @@ static int replay_one(void *ctx, const struct ferry_record *rec) {
     args = &ev;
   }
   double t0 = now_ms();
-  int rc = ferry_exec_call(run->ex, rec->call, args, &rets, &io);
+  int rc = t->call(t->ctx, rec->call, args, &rets, &bulk);
   double dt = now_ms() - t0;
   const char *name = ferry_calls[rec->call].name;
   if (rec->call == FERRY_CALL_module_load) {
@@ -78,10 +64,10 @@ static int replay_one(void *ctx, const struct ferry_record *rec) {
   if (rc) {
     const char *what = run->hooks && run->hooks->error_name ? run->hooks->error_name(rc) : NULL;
     if (what)
-      snprintf(run->err, run->errlen, "replaying %s failed on the local GPU: %s%s", name, what,
+      snprintf(run->err, run->errlen, "replaying %s failed on the target GPU: %s%s", name, what,
                rc == 2 ? " (the local GPU is full)" : "");
     else
-      snprintf(run->err, run->errlen, "replaying %s failed on the local GPU: cudaError %d", name, rc);
+      snprintf(run->err, run->errlen, "replaying %s failed on the target GPU: cudaError %d", name, rc);
     return rc;
   }
   /* CUDA numbers texture and surface objects in creation order (1, 2, ...;
@@ -93,11 +79,11 @@ static int replay_one(void *ctx, const struct ferry_record *rec) {
     unsigned nb = 0;
     while (!rc && rets.tex.object < rec->object && nb < 64) {
       burned[nb++] = rets.tex.object;
-      rc = ferry_exec_call(run->ex, rec->call, args, &rets, &io);
+      rc = t->call(t->ctx, rec->call, args, &rets, &bulk);
     }
     for (unsigned i = 0; i < nb; i++) {
       struct ferry_tex_destroy_args d = {burned[i]};
-      ferry_exec_call(run->ex, tex ? FERRY_CALL_tex_destroy : FERRY_CALL_surf_destroy, &d, NULL, NULL);
+      t->call(t->ctx, tex ? FERRY_CALL_tex_destroy : FERRY_CALL_surf_destroy, &d, NULL, NULL);
     }
     if (rc) {
       snprintf(run->err, run->errlen, "re-creating a %s object failed: cudaError %d",
@@ -125,10 +111,10 @@ static int replay_one(void *ctx, const struct ferry_record *rec) {
   return 0;
 }
 
-int ferry_replay(struct ferry_recorder *log, struct ferry_exec *ex,
+int ferry_replay(struct ferry_recorder *log, const struct ferry_target *t,
                  const struct ferry_replay_hooks *hooks, struct ferry_replay_stats *stats,
                  char *err, size_t errlen) {
   memset(stats, 0, sizeof *stats);
-  struct replay_run run = {ex, hooks, stats, err, errlen};
+  struct replay_run run = {t, hooks, stats, err, errlen};
   return ferry_recorder_foreach(log, replay_one, &run);
 }

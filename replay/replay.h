@@ -1,8 +1,8 @@
 /*
- * Replay: the recorder's log run through an executor on a local GPU, in
- * call order, so that the vGPU's modules, allocations (at the same
- * addresses), streams, events, arrays and settings exist there before its
- * memory is copied.
+ * Replay: the recorder's log run on a migration's target GPU (an executor
+ * in the program, or a ferry-mhelper), in call order, so that the vGPU's
+ * modules, allocations (at the same addresses), streams, events, arrays and
+ * settings exist there before its memory is copied.
  */
 #ifndef FERRY_REPLAY_H
 #define FERRY_REPLAY_H
@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "executor/exec.h"
 #include "recorder/recorder.h"
+#include "replay/target.h"
 
 struct ferry_replay_stats {
   uint64_t records, modules;
@@ -21,15 +21,15 @@ struct ferry_replay_stats {
 
 struct ferry_replay_hooks {
   /* a module was loaded again: its variables' addresses on the source and
-     on the local GPU ({addr, size} pairs, one per variable, 0 = absent) */
+     on the target GPU ({addr, size} pairs, one per variable, 0 = absent) */
   int (*module_loaded)(void *ctx, uint32_t module, ferry_blob source_vars, ferry_blob local_vars);
   const char *(*error_name)(int cuda_error); /* for messages; may be NULL */
   void *ctx;
 };
 
-/* 0, or a cudaError_t with a reason in err; the executor is then left as
-   it is (the caller closes it) */
-int ferry_replay(struct ferry_recorder *log, struct ferry_exec *ex,
+/* 0, or a cudaError_t with a reason in err; the target is then left as it
+   is (the caller closes it) */
+int ferry_replay(struct ferry_recorder *log, const struct ferry_target *t,
                  const struct ferry_replay_hooks *hooks, struct ferry_replay_stats *stats,
                  char *err, size_t errlen);
 

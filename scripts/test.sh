@@ -9,11 +9,11 @@ bash tests/ib/run.sh --deps # rdma-core headers (the ib:// build) and the VM's t
 jobs=$(nproc 2>/dev/null || echo 2)
 export PATH="${CUDA_HOME:-/usr/local/cuda}/bin:$PATH"
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_WERROR=ON >/dev/null
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs"
 
-cmake -S . -B build-asan -DFERRY_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake -S . -B build-asan -DFERRY_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DFERRY_WERROR=ON >/dev/null
 cmake --build build-asan -j "$jobs"
 ctest --test-dir build-asan --output-on-failure -j "$jobs"
 bash tests/ib/run.sh build # verbs tests and ib:// end to end, in a soft-RoCE VM

@@ -40,11 +40,6 @@ static void usage(FILE *f) {
           "  --quiet            log only errors\n");
 }
 
-const struct ferry_driver *server_load_driver(const struct server_opts *opts, char *err,
-                                              size_t errlen) {
-  if (strcmp(opts->backend, "sim") == 0) return ferry_driver_sim(opts->sim_kernels, err, errlen);
-  return ferry_driver_cuda(err, errlen);
-}
 
 static int parse_gpus(const char *text, struct server_opts *o) {
   const char *p = text;

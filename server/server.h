@@ -7,6 +7,7 @@
 #define FERRY_SERVER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "executor/driver.h"
 #include "transport/transport.h"
@@ -20,6 +21,11 @@ struct server_opts {
   int ngpus;                       /* 0: no --gpus, client indexes are physical */
   int quiet;
   const char *token; /* --token-file: clients must present it; NULL serves anyone */
+  /* ferry-mhelper: it serves the program on this machine, whose shared host
+     arena it maps at [host_base, host_base + host_size) */
+  int helper;
+  uint64_t host_base, host_size;
+  const char *setup_error; /* a reason to refuse the hello with, or NULL */
 };
 
 /* the token in path: refused unless only its owner can read it */

@@ -139,6 +139,22 @@ static int send_deferred(void *ctx, uint64_t token, const void *p, size_t n) {
 
 /* everything that must reach the client before a reply: finished deferred
    copies, then device printf output */
+/* the calls at which CUDA flushes device printf output: those that wait
+   for the device, and module loads; a query or a create never does, so it
+   never pays the look into the pipe */
+static int flushes_output(unsigned call) {
+  switch (call) {
+  case FERRY_CALL_device_synchronize: case FERRY_CALL_device_reset:
+  case FERRY_CALL_stream_synchronize: case FERRY_CALL_event_synchronize:
+  case FERRY_CALL_memcpy_htod: case FERRY_CALL_memcpy_dtoh: case FERRY_CALL_memcpy_dtod:
+  case FERRY_CALL_memcpy2d_htod: case FERRY_CALL_memcpy2d_dtoh: case FERRY_CALL_memcpy3d_dtoh:
+  case FERRY_CALL_memcpy_dtoh_gather: case FERRY_CALL_module_load: case FERRY_CALL_module_unload:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
 static int flush_pending(struct session *s) {
   if (ferry_exec_flush_deferred(s->ex, send_deferred, s) || s->broken) {
     if (!s->broken) conn_failed(s);
@@ -146,7 +162,7 @@ static int flush_pending(struct session *s) {
   }
   char *out;
   size_t len;
-  capture_take(&out, &len, s->device_ran);
+  capture_take(&out, &len, s->device_ran && flushes_output(s->call));
   if (!len) return 0;
   /* OUTPUT frames stay below FERRY_MAX_BULK trivially; split for the client's sake */
   int r = 0;
@@ -356,7 +372,11 @@ static int open_session(struct session *s) {
   const struct ferry_driver *drv = NULL;
   unsigned gpu = a->gpu;
   char err[256] = "";
-  if (s->opts->token && !token_matches(a->token, s->opts->token)) {
+  const char *place = s->opts->helper ? "machine" : "server";
+  if (s->opts->setup_error) {
+    status = cudaErrorNoDevice;
+    snprintf(err, sizeof err, "%s", s->opts->setup_error);
+  } else if (s->opts->token && !token_matches(a->token, s->opts->token)) {
     status = cudaErrorNotPermitted;
     snprintf(err, sizeof err, "authentication failed: %s token (set FERRY_TOKEN_FILE to the "
              "file the server's --token-file names)", a->token ? "wrong" : "no");
@@ -380,11 +400,12 @@ static int open_session(struct session *s) {
       snprintf(err, sizeof err, "the %s driver failed to initialise", drv->name);
     } else if (gpu >= (unsigned)count) {
       status = cudaErrorInvalidDevice;
-      snprintf(err, sizeof err, "GPU %" PRIu32 " is out of range: this server has %d GPU%s",
-               a->gpu, count, count == 1 ? "" : "s");
+      snprintf(err, sizeof err, "GPU %" PRIu32 " is out of range: this %s has %d GPU%s",
+               a->gpu, place, count, count == 1 ? "" : "s");
     } else {
       s->ex = ferry_exec_open(drv, gpu, a->arena_base, a->arena_size, err, sizeof err);
       if (!s->ex) status = cudaErrorNoDevice;
+      else if (s->opts->host_size) ferry_exec_allow_host(s->ex, s->opts->host_base, s->opts->host_size);
     }
   }
 
@@ -435,7 +456,7 @@ static int serve_one(struct session *s, const struct ferry_frame *h) {
   if (s->broken) return -1;
   const char *bad = ferry_exec_violation(s->ex);
   if (bad) {
-    set_reason(s, "protocol violation: %s: bad handle: %s", ferry_calls[s->call].name, bad);
+    set_reason(s, "protocol violation: %s: %s", ferry_calls[s->call].name, bad);
     return -2;
   }
   if (discard_bulk(s)) return -1;
@@ -454,6 +475,12 @@ static int serve_one(struct session *s, const struct ferry_frame *h) {
   if (encode_rets(s)) return -2;
   return send_frame(s, FERRY_KIND_REPLY, status, ferry_exec_take_async_error(s->ex), s->out.data,
                     s->out.len, NULL, 0, 0);
+}
+
+const struct ferry_driver *server_load_driver(const struct server_opts *opts, char *err,
+                                              size_t errlen) {
+  if (strcmp(opts->backend, "sim") == 0) return ferry_driver_sim(opts->sim_kernels, err, errlen);
+  return ferry_driver_cuda(err, errlen);
 }
 
 int session_run(struct ferry_conn *c, const struct server_opts *opts) {

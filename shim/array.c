@@ -96,7 +96,7 @@ static int array_of(cudaArray_const_t a, struct ferry_array **out) {
   if (rc) return rc;
   *out = ferry_handle_get(arrays(), (uintptr_t)a);
   if (!*out) return cudaErrorInvalidResourceHandle;
-  return ferry.vgpus[(*out)->vgpu].dead ? cudaErrorDevicesUnavailable : 0;
+  return ferry_dead(&ferry.vgpus[(*out)->vgpu]) ? cudaErrorDevicesUnavailable : 0;
 }
 
 static int array_create(cudaArray_t *out, const struct cudaChannelFormatDesc *desc,
@@ -217,7 +217,7 @@ static int end_check(const struct end *e, uint64_t w, uint64_t h, uint64_t d,
         h > a->rows - e->y || e->z > a->slices || d > a->slices - e->z)
       return cudaErrorInvalidValue;
     *v = &ferry.vgpus[a->vgpu];
-    return (*v)->dead ? cudaErrorDevicesUnavailable : 0;
+    return ferry_dead(*v) ? cudaErrorDevicesUnavailable : 0;
   }
   if (!e->host && !e->dev) return cudaErrorInvalidValue;
   if ((h > 1 || d > 1) && e->pitch < w) return cudaErrorInvalidPitchValue;
@@ -232,7 +232,7 @@ static int end_check(const struct end *e, uint64_t w, uint64_t h, uint64_t d,
     *v = ferry_current(&err);
     return *v ? 0 : err;
   }
-  if ((*v)->dead) return cudaErrorDevicesUnavailable;
+  if (ferry_dead(*v)) return cudaErrorDevicesUnavailable;
   pthread_mutex_lock(&(*v)->arena_lock);
   const struct ferry_region *r = ferry_arena_find(&(*v)->arena, start);
   int ok = r && start + span <= r->addr + r->size;
@@ -639,7 +639,7 @@ void ferry_arrays_forget(int vgpu) {
 static int tex_memory(const void *p, uint64_t span, struct ferry_vgpu **v) {
   *v = ferry_vgpu_of(p);
   if (!*v || !span) return cudaErrorInvalidValue;
-  if ((*v)->dead) return cudaErrorDevicesUnavailable;
+  if (ferry_dead(*v)) return cudaErrorDevicesUnavailable;
   uint64_t a = (uint64_t)(uintptr_t)p;
   pthread_mutex_lock(&(*v)->arena_lock);
   const struct ferry_region *r = ferry_arena_find(&(*v)->arena, a);
@@ -731,9 +731,9 @@ static int create_texture(cudaTextureObject_t *out, const struct cudaResourceDes
   struct ferry_vgpu *v;
   if ((rc = resource(res, &a, &v))) return rc;
   if (res->resType == cudaResourceTypeArray) { /* the array's format decides the read mode */
-    struct ferry_array *arr;
+    struct ferry_array *arr = NULL;
     uint64_t elem;
-    array_of(res->res.array.array, &arr);
+    if ((rc = array_of(res->res.array.array, &arr))) return rc;
     channel_format(&arr->desc, &a.format, &a.channels, &elem);
   }
   CUDA_TEXTURE_DESC td = driver_tex_desc(tex, a.format);

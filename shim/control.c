@@ -98,7 +98,9 @@ static const char *state_name(enum ferry_migration_state s) {
 }
 
 static void put_vgpu(struct out *o, const struct ferry_vgpu_status *s) {
-  put(o, "{\"index\":%d,\"backend\":\"%s\",\"where\":", s->index, s->local ? "local" : "remote");
+  const char *backend = !s->local ? "remote" : s->helper_pid ? "helper" : "local";
+  put(o, "{\"index\":%d,\"backend\":\"%s\",\"local_gpu\":%d,\"helper_pid\":%d,\"where\":",
+      s->index, backend, s->local_gpu, s->helper_pid);
   put_json_string(o, s->where);
   put(o, ",\"records\":%llu,\"regions\":%llu,\"live_bytes\":%llu,\"launches\":%llu,"
       "\"migration\":{\"state\":\"%s\",",
@@ -116,10 +118,10 @@ static void put_vgpu(struct out *o, const struct ferry_vgpu_status *s) {
     put_json_string(o, ferry_phase_names[i]);
     put(o, ":%.3f", json_number(s->phase_ms[i]));
   }
-  put(o, "},\"total_ms\":%.3f,\"launch_at_start\":%llu,\"records_replayed\":%llu,"
+  put(o, "},\"total_ms\":%.3f,\"pause_ms\":%.3f,\"launch_at_start\":%llu,\"records_replayed\":%llu,"
       "\"modules_replayed\":%llu,\"replay_module_ms\":%.3f,\"replay_other_ms\":%.3f,"
       "\"bytes_copied\":%llu,\"ranges_copied\":%llu,\"requests\":%llu,\"error\":",
-      json_number(s->total_ms), (unsigned long long)s->launch_at_start,
+      json_number(s->total_ms), json_number(s->pause_ms), (unsigned long long)s->launch_at_start,
       (unsigned long long)s->records_replayed, (unsigned long long)s->modules_replayed,
       json_number(s->replay_module_ms), json_number(s->replay_other_ms),
       (unsigned long long)s->bytes_copied, (unsigned long long)s->ranges_copied,
@@ -212,7 +214,11 @@ static void reply_migrate(char **tok, int ntok, char *reply, size_t len) {
   struct ferry_vgpu_status s;
   memset(&s, 0, sizeof s);
   double ms = ferry_vgpu_status(vgpu, &s) ? 0.0 : json_number(s.total_ms);
-  snprintf(reply, len, "ok vgpu %d now on local GPU %d (%.1f ms)", vgpu, gpu, ms);
+  if (s.helper_pid)
+    snprintf(reply, len, "ok vgpu %d now on local GPU %d in ferry-mhelper pid %d (%.1f ms)", vgpu,
+             gpu, s.helper_pid, ms);
+  else
+    snprintf(reply, len, "ok vgpu %d now on local GPU %d (%.1f ms)", vgpu, gpu, ms);
 }
 
 void ferry_control_handle(const char *line, char *reply, size_t len) {

@@ -79,6 +79,8 @@ static int parse_devices(void) {
     struct ferry_vgpu *v = &ferry.vgpus[i];
     if (v->url.gpu < 0) v->url.gpu = 0;
     ferry_url_format(&v->url, v->url_text, sizeof v->url_text);
+    _Static_assert(sizeof v->url_text <= sizeof v->link.name, "a URL fits a link's name");
+    memcpy(v->link.name, v->url_text, sizeof v->url_text);
   }
   return 0;
 }
@@ -105,7 +107,7 @@ static void init_gate(struct ferry_vgpu *v) {
 }
 
 /* FERRY_TOKEN_FILE: the secret a server started with --token-file wants */
-static const char *client_token(void) {
+const char *ferry_client_token(void) {
   static char token[260];
   static int loaded;
   if (loaded) return token[0] ? token : NULL;
@@ -132,36 +134,24 @@ static int connect_timeout_ms(void) {
 
 int ferry_connect_vgpu(struct ferry_vgpu *v) {
   char err[256];
+  struct ferry_link *l = &v->link;
   const struct ferry_transport *t = ferry_transport_find(v->url.scheme, err, sizeof err);
   if (!t) {
     ferry_log("device %d (%s): %s", v->index, v->url_text, err);
     return cudaErrorNoDevice;
   }
-  v->conn = t->connect(&v->url, connect_timeout_ms(), err, sizeof err);
-  if (!v->conn) {
+  l->conn = t->connect(&v->url, connect_timeout_ms(), err, sizeof err);
+  if (!l->conn) {
     ferry_log("device %d: %s", v->index, err);
     return cudaErrorNoDevice;
   }
-  v->reader = malloc(sizeof *v->reader);
-  if (!v->reader) return cudaErrorMemoryAllocation;
-  ferry_reader_init(v->reader, v->conn);
+  l->reader = malloc(sizeof *l->reader);
+  if (!l->reader) return cudaErrorMemoryAllocation;
+  ferry_reader_init(l->reader, l->conn);
   uint64_t base = FERRY_ARENA_BASE + (uint64_t)v->index * FERRY_ARENA_STRIDE;
-  struct ferry_hello_args a = {.version = FERRY_PROTOCOL_VERSION,
-                               .gpu = (uint32_t)v->url.gpu,
-                               .arena_base = base,
-                               .arena_size = FERRY_ARENA_STRIDE,
-                               .client_pid = (uint32_t)getpid(),
-                               .token = client_token()};
   struct ferry_hello_rets r;
-  int rc = ferry_call(v, FERRY_CALL_hello, &a, &r, NULL);
-  if (rc) {
-    /* the server explains a refusal in a GOODBYE frame next to the reply */
-    if (!v->dead) ferry_read_goodbye(v);
-    if (!v->dead) ferry_log("device %d (%s) refused the session: %s", v->index, v->url_text,
-                            cudaGetErrorString((cudaError_t)rc));
-    v->dead = 1;
-    return rc == cudaErrorInvalidDevice ? rc : cudaErrorNoDevice;
-  }
+  int rc = ferry_link_hello(l, (uint32_t)v->url.gpu, base, &r);
+  if (rc) return rc == cudaErrorInvalidDevice ? rc : cudaErrorNoDevice;
   snprintf(v->name, sizeof v->name, "%s", r.name ? r.name : "remote GPU");
   v->total_mem = r.total_mem;
   v->granularity = r.granularity ? r.granularity : (2u << 20);
@@ -188,14 +178,15 @@ static void drain_at_exit(void) {
   for (int i = 0; i < ferry.count && getenv("FERRY_STATS"); i++)
     ferry_log("stats: device=%d launches=%llu backend=%s", i,
               (unsigned long long)__atomic_load_n(&ferry.vgpus[i].launches, __ATOMIC_RELAXED),
-              ferry_is_local(&ferry.vgpus[i]) ? "local" : "remote");
+              ferry_is_local(&ferry.vgpus[i]) ? "local"
+              : ferry.vgpus[i].link.helper_pid ? "helper" : "remote");
   for (int i = 0; i < ferry.count; i++) {
     struct ferry_vgpu *v = &ferry.vgpus[i];
-    if (!v->conn || v->dead) continue;
+    if (ferry_is_local(v) || !v->link.conn || ferry_dead(v)) continue;
     /* another thread may be inside a call (exit() from elsewhere): never
        wait for it at exit */
-    if (pthread_mutex_trylock(&v->call_lock)) continue;
-    pthread_mutex_unlock(&v->call_lock);
+    if (pthread_mutex_trylock(&v->link.call_lock)) continue;
+    pthread_mutex_unlock(&v->link.call_lock);
     struct ferry_device_synchronize_args a = {0};
     ferry_call(v, FERRY_CALL_device_synchronize, &a, NULL, NULL);
   }
@@ -208,14 +199,12 @@ static void child_after_fork(void) {
   ferry.forked = 1;
   for (int i = 0; i < ferry.count; i++) {
     struct ferry_vgpu *v = &ferry.vgpus[i];
-    pthread_mutex_init(&v->send_lock, NULL);
-    pthread_mutex_init(&v->sock_lock, NULL);
-    pthread_mutex_init(&v->call_lock, NULL);
+    struct ferry_conn *c = v->link.conn;
+    ferry_link_init(&v->link, i, v->url_text);
     pthread_mutex_init(&v->arena_lock, NULL);
     init_gate(v);
-    if (v->conn) v->conn->ops->detach(v->conn);
-    v->conn = NULL;
-    v->dead = 1;
+    if (c) c->ops->detach(c);
+    v->link.dead = 1;
   }
 }
 
@@ -225,9 +214,8 @@ static void init_once(void) {
   for (int i = 0; i < FERRY_MAX_VGPUS; i++) {
     struct ferry_vgpu *v = &ferry.vgpus[i];
     v->index = i;
-    pthread_mutex_init(&v->send_lock, NULL);
-    pthread_mutex_init(&v->sock_lock, NULL);
-    pthread_mutex_init(&v->call_lock, NULL);
+    v->inproc_gpu = -1;
+    ferry_link_init(&v->link, i, NULL);
     pthread_mutex_init(&v->arena_lock, NULL);
     pthread_mutex_init(&v->pre_lock, NULL);
     init_gate(v);
@@ -272,7 +260,7 @@ struct ferry_vgpu *ferry_current(int *err) {
     return NULL;
   }
   struct ferry_vgpu *v = &ferry.vgpus[d];
-  if (v->dead) {
+  if (ferry_dead(v)) {
     *err = cudaErrorDevicesUnavailable;
     return NULL;
   }

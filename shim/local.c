@@ -83,6 +83,8 @@ struct ferry_local *ferry_local_open(struct ferry_vgpu *v, int gpu, char *err, s
     return NULL;
   }
   L->ctx = ferry_exec_context(L->ex);
+  /* it runs in the program's process: every host address is its own */
+  ferry_exec_allow_host(L->ex, 0, UINT64_MAX);
   CUdevice dev;
   if (d->DeviceGet(&dev, gpu) || d->DeviceGetName(L->name, sizeof L->name, dev))
     snprintf(L->name, sizeof L->name, "GPU %d", gpu);
@@ -108,37 +110,8 @@ static inline void make_current(struct ferry_local *L) {
   }
 }
 
-/* bulk adapters: the executor pulls and pushes through callbacks */
-struct mem_in {
-  const char *p;
-  uint64_t left;
-};
-static int mem_read(void *ctx, void *dst, size_t n) {
-  struct mem_in *m = ctx;
-  if (n > m->left) return -1;
-  memcpy(dst, m->p, n);
-  m->p += n;
-  m->left -= n;
-  return 0;
-}
-struct mem_out {
-  char *p;
-  uint64_t cap, len;
-};
-static int mem_begin(void *ctx, uint64_t len) {
-  struct mem_out *m = ctx;
-  return len > m->cap ? -1 : 0;
-}
-static int mem_write(void *ctx, const void *p, size_t n) {
-  struct mem_out *m = ctx;
-  if (m->len + n > m->cap) return -1;
-  memcpy(m->p + m->len, p, n);
-  m->len += n;
-  return 0;
-}
-
 static int deliver(void *ctx, uint64_t token, const void *p, size_t n) {
-  ferry_deferred_complete(ctx, token, p, n);
+  ferry_deferred_complete(&((struct ferry_vgpu *)ctx)->link, token, p, n);
   return 0;
 }
 
@@ -201,13 +174,8 @@ int ferry_local_call(struct ferry_vgpu *v, unsigned call, const void *args, void
   int rc = 0;
   unsigned flags = ferry_calls[call].flags;
   if (!blocking(L, call, args, &rc)) {
-    struct mem_in in = {bulk ? bulk->in : NULL, bulk ? bulk->in_len : 0};
-    struct mem_out out = {bulk ? bulk->out : NULL, bulk ? bulk->out_len : 0, 0};
-    struct ferry_bulk_in bin = {in.left, mem_read, &in};
-    struct ferry_bulk_out bout = {mem_begin, mem_write, &out};
-    struct ferry_io io = {(flags & BULK_IN) ? &bin : NULL, (flags & BULK_OUT) ? &bout : NULL};
     pthread_mutex_lock(&L->lock);
-    rc = ferry_exec_call(L->ex, call, args, rets, &io);
+    rc = ferry_exec_call_mem(L->ex, call, args, rets, bulk);
     /* CUDA reports a bad launch or copy at once; do not report it again */
     if (rc && (flags & ASYNC)) ferry_exec_take_async_error(L->ex);
     if (!rc && rets) rc = keep_rets(call, rets);

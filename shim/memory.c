@@ -74,7 +74,7 @@ cudaError_t cudaFree(void *ptr) {
   if (!ptr) return cudaSuccess; /* the classic "create the context" idiom */
   struct ferry_vgpu *v = ferry_vgpu_of(ptr);
   if (!v) return ferry_ret(cudaErrorInvalidValue);
-  if (v->dead) return ferry_ret(cudaErrorDevicesUnavailable);
+  if (ferry_dead(v)) return ferry_ret(cudaErrorDevicesUnavailable);
   pthread_mutex_lock(&v->arena_lock);
   int live = ferry_arena_find(&v->arena, (uint64_t)(uintptr_t)ptr) != NULL;
   pthread_mutex_unlock(&v->arena_lock);
@@ -127,150 +127,6 @@ cudaError_t cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream) {
   return ferry_ret(free_async(ptr, stream, 1));
 }
 
-/* ---- host memory: always local to the program ---- */
-struct host_block {
-  void *ptr;
-  size_t size;
-  unsigned flags;
-  int registered; /* cudaHostRegister'ed, not allocated by us */
-  int locked;     /* page-locked by a local driver (after a migration) */
-};
-static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct host_block *host_blocks;
-static size_t nhost, host_cap;
-/* the first local GPU: pinned buffers are page-locked with its driver
-   (portable: for every context) so that async copies stay asynchronous */
-static struct ferry_local *lock_gpu;
-
-static void host_lock_with(struct ferry_local *L, struct host_block *b) {
-  if (!L || b->locked || !b->size) return;
-  b->locked = ferry_local_host_lock(L, b->ptr, b->size) == 0;
-}
-
-void ferry_host_register_local(struct ferry_local *L) {
-  pthread_mutex_lock(&host_lock);
-  if (!lock_gpu) lock_gpu = L;
-  for (size_t i = 0; i < nhost; i++) host_lock_with(lock_gpu, &host_blocks[i]);
-  pthread_mutex_unlock(&host_lock);
-}
-
-static int host_add(void *p, size_t size, unsigned flags, int registered) {
-  pthread_mutex_lock(&host_lock);
-  if (nhost == host_cap) {
-    size_t cap = host_cap ? host_cap * 2 : 32;
-    struct host_block *b = realloc(host_blocks, cap * sizeof *b);
-    if (!b) {
-      pthread_mutex_unlock(&host_lock);
-      return cudaErrorMemoryAllocation;
-    }
-    host_blocks = b;
-    host_cap = cap;
-  }
-  host_blocks[nhost] = (struct host_block){p, size, flags, registered, 0};
-  host_lock_with(lock_gpu, &host_blocks[nhost++]);
-  pthread_mutex_unlock(&host_lock);
-  return 0;
-}
-
-/* finds the block containing p; copies it out */
-static int host_find(const void *p, struct host_block *out) {
-  int found = 0;
-  pthread_mutex_lock(&host_lock);
-  for (size_t i = 0; i < nhost; i++) {
-    const char *b = host_blocks[i].ptr;
-    if ((const char *)p >= b && (const char *)p < b + (host_blocks[i].size ? host_blocks[i].size : 1)) {
-      *out = host_blocks[i];
-      found = 1;
-      break;
-    }
-  }
-  pthread_mutex_unlock(&host_lock);
-  return found;
-}
-
-static int host_remove(void *p, int registered) {
-  int found = 0;
-  pthread_mutex_lock(&host_lock);
-  for (size_t i = 0; i < nhost; i++) {
-    if (host_blocks[i].ptr != p || host_blocks[i].registered != registered) continue;
-    if (host_blocks[i].locked) ferry_local_host_unlock(lock_gpu, p);
-    host_blocks[i] = host_blocks[--nhost];
-    found = 1;
-    break;
-  }
-  pthread_mutex_unlock(&host_lock);
-  return found;
-}
-
-/* Mapped (zero-copy) host memory stays usable for copies, which is all most
-   programs do with it; only device access is impossible from a remote GPU,
-   so that is where ferry refuses (cudaHostGetDevicePointer), loudly. */
-static void mapped_note(const char *call) {
-  static int warned;
-  if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-    ferry_log("%s with the mapped flag: the memory works for copies, but a remote GPU cannot "
-              "access it directly (cudaHostGetDevicePointer returns cudaErrorNotSupported)",
-              call);
-}
-
-cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
-  if (!ptr) return ferry_ret(cudaErrorInvalidValue);
-  unsigned known = cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
-  if (flags & ~known) return ferry_ret(cudaErrorInvalidValue);
-  if (flags & cudaHostAllocMapped) mapped_note("cudaHostAlloc");
-  void *p = NULL;
-  if (posix_memalign(&p, 4096, size ? size : 1)) return ferry_ret(cudaErrorMemoryAllocation);
-  if (host_add(p, size, flags, 0)) {
-    free(p);
-    return ferry_ret(cudaErrorMemoryAllocation);
-  }
-  *ptr = p;
-  return cudaSuccess;
-}
-
-cudaError_t cudaHostGetDevicePointer(void **dptr, void *hptr, unsigned int flags) {
-  (void)flags;
-  struct host_block b;
-  if (!dptr || !host_find(hptr, &b)) return ferry_ret(cudaErrorInvalidValue);
-  static int warned;
-  if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-    ferry_log("cudaHostGetDevicePointer: a remote GPU cannot access this host's memory; "
-              "returning cudaErrorNotSupported");
-  return ferry_ret(cudaErrorNotSupported);
-}
-
-cudaError_t cudaMallocHost(void **ptr, size_t size) { return cudaHostAlloc(ptr, size, 0); }
-
-cudaError_t cudaFreeHost(void *ptr) {
-  if (!ptr) return cudaSuccess;
-  if (!host_remove(ptr, 0)) return ferry_ret(cudaErrorInvalidValue);
-  free(ptr);
-  return cudaSuccess;
-}
-
-cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags) {
-  if (!ptr || !size) return ferry_ret(cudaErrorInvalidValue);
-  unsigned known = cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterIoMemory |
-                   cudaHostRegisterReadOnly;
-  if (flags & ~known) return ferry_ret(cudaErrorInvalidValue);
-  if (flags & cudaHostRegisterMapped) mapped_note("cudaHostRegister");
-  struct host_block b;
-  if (host_find(ptr, &b)) return ferry_ret(cudaErrorHostMemoryAlreadyRegistered);
-  return ferry_ret(host_add(ptr, size, flags, 1));
-}
-
-cudaError_t cudaHostUnregister(void *ptr) {
-  if (!host_remove(ptr, 1)) return ferry_ret(cudaErrorHostMemoryNotRegistered);
-  return cudaSuccess;
-}
-
-cudaError_t cudaHostGetFlags(unsigned int *flags, void *ptr) {
-  struct host_block b;
-  if (!flags || !host_find(ptr, &b)) return ferry_ret(cudaErrorInvalidValue);
-  *flags = b.flags;
-  return cudaSuccess;
-}
-
 /* ---- copies ---- */
 /* the vGPU for a device-side pointer: its arena's, else the current one
    (module globals from cudaGetSymbolAddress live outside the arena) */
@@ -281,7 +137,7 @@ static int device_side(const void *p, uint64_t count, struct ferry_vgpu **v) {
     *v = ferry_current(&err);
     return *v ? 0 : err;
   }
-  if ((*v)->dead) return cudaErrorDevicesUnavailable;
+  if (ferry_dead(*v)) return cudaErrorDevicesUnavailable;
   pthread_mutex_lock(&(*v)->arena_lock);
   const struct ferry_region *r = ferry_arena_find(&(*v)->arena, (uint64_t)(uintptr_t)p);
   int ok = r && (uint64_t)(uintptr_t)p + count <= r->addr + (r->size ? r->size : 0);
@@ -296,15 +152,56 @@ static enum cudaMemcpyKind resolve_kind(const void *dst, const void *src, enum c
            : (d ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
 }
 
-static int is_pinned(const void *p) {
-  struct host_block b;
-  return host_find(p, &b);
-}
-
-static int stream_id_for(struct ferry_vgpu *v, cudaStream_t s, int per_thread, uint32_t *id) {
+/* The wire id of stream s for a copy of v's memory. CUDA lets a copy of any
+   device's memory be ordered by any stream (unified addressing): a default
+   stream stands for v's own, and a stream of another vGPU is waited for
+   first, the copy then running in v's default stream, synchronously. */
+static int stream_id_for(struct ferry_vgpu *v, cudaStream_t s, int per_thread, uint32_t *id,
+                         int *async) {
   struct ferry_vgpu *sv;
   int rc = ferry_stream_resolve(s, per_thread, &sv, id);
-  if (!rc && sv != v) rc = cudaErrorInvalidResourceHandle;
+  if (rc || sv == v) return rc;
+  uintptr_t raw = (uintptr_t)s;
+  if (raw == 0 || raw == (uintptr_t)cudaStreamLegacy || raw == (uintptr_t)cudaStreamPerThread)
+    return 0; /* the same default stream id on v */
+  struct ferry_stream_synchronize_args a = {*id};
+  rc = ferry_call(sv, FERRY_CALL_stream_synchronize, &a, NULL, NULL);
+  *id = 0;
+  *async = 0;
+  return rc;
+}
+
+/* waits for an explicit stream before a copy that does not run in it */
+static int wait_stream(cudaStream_t s, int per_thread) {
+  uintptr_t raw = (uintptr_t)s;
+  if (raw == 0 || raw == (uintptr_t)cudaStreamLegacy || raw == (uintptr_t)cudaStreamPerThread)
+    return 0;
+  struct ferry_vgpu *v;
+  struct ferry_stream_synchronize_args a;
+  int rc = ferry_stream_resolve(s, per_thread, &v, &a.stream);
+  return rc ? rc : ferry_call(v, FERRY_CALL_stream_synchronize, &a, NULL, NULL);
+}
+
+static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                cudaStream_t stream, int per_thread, int async);
+
+/* Two vGPUs never share memory (each may be a GPU of another machine), so
+   a copy between them goes through this host, chunk by chunk, through a
+   pinned bounce buffer: each half takes its vGPU's fastest path (shared
+   memory for a helper, the driver in this process, the link otherwise). */
+#define PEER_CHUNK (8u << 20)
+static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *peer_buf;
+
+static int copy_between(void *dst, const void *src, size_t count) {
+  pthread_mutex_lock(&peer_lock);
+  int rc = peer_buf ? 0 : (int)cudaHostAlloc(&peer_buf, PEER_CHUNK, 0);
+  for (size_t off = 0; off < count && !rc; off += PEER_CHUNK) {
+    size_t n = count - off < PEER_CHUNK ? count - off : PEER_CHUNK;
+    rc = copy(peer_buf, (const char *)src + off, n, cudaMemcpyDeviceToHost, NULL, 0, 0);
+    if (!rc) rc = copy((char *)dst + off, peer_buf, n, cudaMemcpyHostToDevice, NULL, 0, 0);
+  }
+  pthread_mutex_unlock(&peer_lock);
   return rc;
 }
 
@@ -324,9 +221,10 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
     memmove(dst, src, count);
     return 0;
   case cudaMemcpyHostToDevice: {
-    if ((rc = device_side(dst, count, &dv)) || (rc = stream_id_for(dv, stream, per_thread, &sid)))
+    if ((rc = device_side(dst, count, &dv)) || (rc = stream_id_for(dv, stream, per_thread, &sid, &async)))
       return rc;
     if (ferry_is_local(dv)) return ferry_local_copy(dv, dst, src, count, 1, sid, async);
+    if ((rc = ferry_shared_copy(dv, dst, src, count, 1, sid, async)) != FERRY_NOT_HELPER) return rc;
     struct ferry_bulk bulk = {.in = src, .in_len = count};
     /* Once the bytes are on their way the source may be reused, and nothing
        but a later CUDA call (ordered after this one) can observe device
@@ -342,13 +240,14 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
     return ferry_call(dv, FERRY_CALL_memcpy_htod, &a, NULL, &bulk);
   }
   case cudaMemcpyDeviceToHost: {
-    if ((rc = device_side(src, count, &sv)) || (rc = stream_id_for(sv, stream, per_thread, &sid)))
+    if ((rc = device_side(src, count, &sv)) || (rc = stream_id_for(sv, stream, per_thread, &sid, &async)))
       return rc;
     if (ferry_is_local(sv)) return ferry_local_copy(sv, dst, src, count, 2, sid, async);
+    if ((rc = ferry_shared_copy(sv, dst, src, count, 0, sid, async)) != FERRY_NOT_HELPER) return rc;
     /* CUDA returns from an async copy into pageable memory only when it is
        done; pinned memory is filled in later, at the next synchronization */
-    if (async && is_pinned(dst)) {
-      uint64_t token = ferry_defer(sv, dst, count);
+    if (async && ferry_host_pinned(dst)) {
+      uint64_t token = ferry_defer(&sv->link, dst, count);
       if (!token) return cudaErrorMemoryAllocation;
       struct ferry_memcpy_dtoh_async_args a = {(uint64_t)(uintptr_t)src, count, sid, token};
       return ferry_call(sv, FERRY_CALL_memcpy_dtoh_async, &a, NULL, NULL);
@@ -359,16 +258,8 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
   }
   case cudaMemcpyDeviceToDevice: {
     if ((rc = device_side(src, count, &sv)) || (rc = device_side(dst, count, &dv))) return rc;
-    if (sv != dv) {
-      /* two servers: stage through this host */
-      void *tmp = malloc(count);
-      if (!tmp) return cudaErrorMemoryAllocation;
-      rc = copy(tmp, src, count, cudaMemcpyDeviceToHost, NULL, per_thread, 0);
-      if (!rc) rc = copy(dst, tmp, count, cudaMemcpyHostToDevice, NULL, per_thread, 0);
-      free(tmp);
-      return rc;
-    }
-    if ((rc = stream_id_for(dv, stream, per_thread, &sid))) return rc;
+    if (sv != dv) return (rc = wait_stream(stream, per_thread)) ? rc : copy_between(dst, src, count);
+    if ((rc = stream_id_for(dv, stream, per_thread, &sid, &async))) return rc;
     if (async) {
       struct ferry_memcpy_dtod_async_args a = {(uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src,
                                                count, sid};
@@ -398,6 +289,33 @@ cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count,
   return ferry_ret(copy(dst, src, count, kind, stream, 1, 1));
 }
 
+/* ---- peer copies: between two vGPUs, or within one ---- */
+/* p lies in a live allocation of device `dev` (count bytes from p) */
+static int on_device(const void *p, size_t count, int dev) {
+  struct ferry_vgpu *v;
+  if (dev < 0 || dev >= ferry.count) return cudaErrorInvalidDevice;
+  int rc = device_side(p, count, &v);
+  return rc ? rc : v != &ferry.vgpus[dev] ? cudaErrorInvalidValue : 0;
+}
+
+static int copy_peer(void *dst, int dst_dev, const void *src, int src_dev, size_t count,
+                     cudaStream_t stream, int async) {
+  int rc = ferry_ensure_init();
+  if (rc) return rc;
+  if (count == 0) return 0;
+  if ((rc = on_device(dst, count, dst_dev)) || (rc = on_device(src, count, src_dev))) return rc;
+  if (dst_dev == src_dev) return copy(dst, src, count, cudaMemcpyDeviceToDevice, stream, 0, async);
+  return (rc = wait_stream(stream, 0)) ? rc : copy_between(dst, src, count);
+}
+
+cudaError_t cudaMemcpyPeer(void *dst, int dst_dev, const void *src, int src_dev, size_t count) {
+  return ferry_ret(copy_peer(dst, dst_dev, src, src_dev, count, NULL, 0));
+}
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_dev, const void *src, int src_dev,
+                                size_t count, cudaStream_t stream) {
+  return ferry_ret(copy_peer(dst, dst_dev, src, src_dev, count, stream, 1));
+}
+
 static int copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                   size_t height, enum cudaMemcpyKind kind, cudaStream_t stream, int per_thread,
                   int async) {
@@ -417,7 +335,7 @@ static int copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size
     return 0;
   }
   if (kind == cudaMemcpyHostToDevice) {
-    if ((rc = device_side(dst, dspan, &v)) || (rc = stream_id_for(v, stream, per_thread, &sid)))
+    if ((rc = device_side(dst, dspan, &v)) || (rc = stream_id_for(v, stream, per_thread, &sid, &async)))
       return rc;
     const void *packed = src;
     char *tmp = NULL;
@@ -434,7 +352,7 @@ static int copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size
     return rc;
   }
   if (kind == cudaMemcpyDeviceToHost) {
-    if ((rc = device_side(src, sspan, &v)) || (rc = stream_id_for(v, stream, per_thread, &sid)))
+    if ((rc = device_side(src, sspan, &v)) || (rc = stream_id_for(v, stream, per_thread, &sid, &async)))
       return rc;
     char *tmp = NULL;
     void *packed = dst;
@@ -453,10 +371,10 @@ static int copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size
   struct ferry_vgpu *sv;
   if ((rc = device_side(src, sspan, &sv)) || (rc = device_side(dst, dspan, &v))) return rc;
   if (sv != v) {
-    ferry_log("cudaMemcpy2D between two remote devices is not supported");
+    ferry_log("cudaMemcpy2D between two devices is not supported (cudaMemcpy and cudaMemcpyPeer are)");
     return cudaErrorNotSupported;
   }
-  if ((rc = stream_id_for(v, stream, per_thread, &sid))) return rc;
+  if ((rc = stream_id_for(v, stream, per_thread, &sid, &async))) return rc;
   struct ferry_memcpy2d_dtod_args a = {(uint64_t)(uintptr_t)dst, dpitch, (uint64_t)(uintptr_t)src,
                                        spitch, width, height, sid};
   rc = ferry_call(v, FERRY_CALL_memcpy2d_dtod, &a, NULL, NULL);
@@ -495,8 +413,9 @@ static int set2d(void *dst, size_t pitch, int value, size_t width, size_t height
   if (width > pitch && height > 1) return cudaErrorInvalidPitchValue;
   struct ferry_vgpu *v;
   uint32_t sid;
+  int async = 1; /* a memset is ordered by its stream either way */
   if ((rc = device_side(dst, pitch * (height - 1) + width, &v)) ||
-      (rc = stream_id_for(v, stream, per_thread, &sid)))
+      (rc = stream_id_for(v, stream, per_thread, &sid, &async)))
     return rc;
   if (height == 1) {
     struct ferry_memset_args a = {(uint64_t)(uintptr_t)dst, (uint32_t)value & 0xff, width, sid};
@@ -650,7 +569,6 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const v
   attr->type = cudaMemoryTypeUnregistered;
   attr->device = -2; /* what CUDA reports for unregistered host memory */
   struct ferry_vgpu *v = ferry_vgpu_of(ptr);
-  struct host_block b;
   if (v) {
     pthread_mutex_lock(&v->arena_lock);
     int live = ferry_arena_find(&v->arena, (uint64_t)(uintptr_t)ptr) != NULL;
@@ -659,7 +577,7 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const v
     attr->type = cudaMemoryTypeDevice;
     attr->device = v->index;
     attr->devicePointer = (void *)ptr;
-  } else if (host_find(ptr, &b)) {
+  } else if (ferry_host_pinned(ptr)) {
     attr->type = cudaMemoryTypeHost;
     attr->device = ferry_thread()->device;
     attr->hostPointer = (void *)ptr;

@@ -1,10 +1,13 @@
 /*
- * Migration of a vGPU from its remote server to a local GPU, while the
- * program runs (issue 3). The phases, in order: hold new calls (the gate),
- * drain the remote GPU, open the local GPU at the arena's address, replay
- * the log, copy every live region, then variables and CUDA arrays, and
- * switch. Nothing on the remote side changes until the switch, so any
- * failure before it only has to undo the local half: the program goes on
+ * Migration of a vGPU from its remote server to a GPU of this machine,
+ * while the program runs: in the program's own process, or in a
+ * ferry-mhelper (FERRY_MHELPER). The phases, in order: hold new calls (the
+ * gate), drain the remote GPU, open the target (a helper is opened before
+ * the hold, while the program still runs), replay the log there, copy
+ * every live region, then variables and CUDA arrays, and switch. Both
+ * targets take the same calls (replay/target.h), so one path moves to
+ * either. Nothing on the remote side changes until the switch, so any
+ * failure before it only has to undo the target: the program goes on
  * remotely with nothing lost.
  */
 #include <stdarg.h>
@@ -44,20 +47,34 @@ int ferry_vgpu_status(int index, struct ferry_vgpu_status *out) {
   struct ferry_vgpu *v = &ferry.vgpus[index];
   pthread_mutex_lock(&mig_lock);
   *out = v->mig;
-  pthread_mutex_unlock(&mig_lock);
+  int running = v->mig.state == FERRY_MIG_RUNNING;
   out->index = index;
-  out->local = ferry_is_local(v);
-  if (out->local)
-    snprintf(out->where, sizeof out->where, "local GPU %d (%s)", ferry_local_gpu(v->lx),
+  out->local = __atomic_load_n(&v->moved, __ATOMIC_ACQUIRE);
+  out->local_gpu = -1;
+  if (ferry_is_local(v)) {
+    out->local_gpu = ferry_local_gpu(v->lx);
+    snprintf(out->where, sizeof out->where, "local GPU %d (%s)", out->local_gpu,
              ferry_local_name(v->lx));
-  else
-    snprintf(out->where, sizeof out->where, "%s%s", v->url_text, v->dead ? " (connection lost)" : "");
-  out->records = out->local ? 0 : ferry_recorder_live(&v->log);
+  } else if (out->local) {
+    out->helper_pid = v->link.helper_pid;
+    out->local_gpu = v->link.helper_gpu;
+    snprintf(out->where, sizeof out->where, "%s%s", v->link.name,
+             ferry_dead(v) ? " (connection lost)" : "");
+  } else {
+    snprintf(out->where, sizeof out->where, "%s%s", v->url_text,
+             ferry_dead(v) ? " (connection lost)" : "");
+  }
+  pthread_mutex_unlock(&mig_lock);
+  out->records = ferry_is_local(v) ? 0 : ferry_recorder_live(&v->log);
   out->launches = __atomic_load_n(&v->launches, __ATOMIC_RELAXED);
-  pthread_mutex_lock(&v->arena_lock);
-  out->regions = v->arena.nregions;
-  out->live_bytes = v->arena.live_bytes;
-  pthread_mutex_unlock(&v->arena_lock);
+  /* a migration holds the arena for its whole length: status answers with
+     what the arena held when it began */
+  if (!running) {
+    pthread_mutex_lock(&v->arena_lock);
+    out->regions = v->arena.nregions;
+    out->live_bytes = v->arena.live_bytes;
+    pthread_mutex_unlock(&v->arena_lock);
+  }
   return 0;
 }
 
@@ -70,8 +87,11 @@ struct var_copy {
 struct mig {
   struct ferry_vgpu *v;
   int gpu;
-  struct ferry_local *L;
-  double t_phase;
+  int helper;               /* onto a ferry-mhelper, else in this process */
+  struct ferry_local *L;    /* in this process */
+  struct ferry_link *tl;    /* the helper's link until the switch */
+  struct ferry_target t;
+  double t_phase, t_hold;
   /* module variables: where they were and where they are now */
   struct var_copy *vars;
   size_t nvars, cvars;
@@ -90,10 +110,21 @@ struct mig {
 static void enter_phase(struct mig *m, int phase) {
   double t = now_ms();
   pthread_mutex_lock(&mig_lock);
-  m->v->mig.phase_ms[m->v->mig.phase] = t - m->t_phase;
+  m->v->mig.phase_ms[m->v->mig.phase] += t - m->t_phase;
   if (phase >= 0) m->v->mig.phase = phase;
   pthread_mutex_unlock(&mig_lock);
   m->t_phase = t;
+}
+
+/* the first reason wins; always -1 */
+__attribute__((format(printf, 2, 3))) static int fail(struct mig *m, const char *fmt, ...) {
+  if (!m->err[0]) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->err, m->errlen, fmt, ap);
+    va_end(ap);
+  }
+  return -1;
 }
 
 static int module_loaded(void *ctx, uint32_t module, ferry_blob source, ferry_blob local) {
@@ -126,21 +157,25 @@ static int module_loaded(void *ctx, uint32_t module, ferry_blob source, ferry_bl
 
 static const char *error_name(int e) { return cudaGetErrorName((cudaError_t)e); }
 
+static int tcall(struct mig *m, unsigned call, const void *args, const struct ferry_bulk *bulk) {
+  return m->t.call(m->t.ctx, call, args, NULL, bulk);
+}
+
 /* mem-sync's source: gather requests to the remote server */
 struct remote_src {
-  struct ferry_vgpu *v;
+  struct ferry_link *l;
   int batches;
 };
 static int src_request(void *ctx, const uint64_t *pairs, uint32_t n) {
   struct remote_src *s = ctx;
   struct ferry_memcpy_dtoh_gather_args a = {.ranges = {pairs, n * 16}};
-  return ferry_remote_send(s->v, FERRY_CALL_memcpy_dtoh_gather, &a) ? -1 : 0;
+  return ferry_link_send(s->l, FERRY_CALL_memcpy_dtoh_gather, &a) ? -1 : 0;
 }
 static int src_receive(void *ctx, void *dst, uint64_t len) {
   struct remote_src *s = ctx;
   struct ferry_bulk bulk = {.out = dst, .out_len = len};
-  int rc = ferry_remote_reply(s->v, FERRY_CALL_memcpy_dtoh_gather, NULL, &bulk);
-  if (rc) return s->v->dead ? -1 : 1;
+  int rc = ferry_link_reply(s->l, FERRY_CALL_memcpy_dtoh_gather, NULL, &bulk);
+  if (rc) return s->l->dead ? -1 : 1;
   if (s->batches++ == 0 && fault("memsync")) return 1;
   return 0;
 }
@@ -165,7 +200,7 @@ static size_t format_bytes(unsigned f) {
   }
 }
 
-/* a CUDA array's content: read remotely, written through the local executor */
+/* a CUDA array's content: read remotely, written on the target */
 static int copy_array(void *ctx, const struct ferry_record *rec) {
   struct mig *m = ctx;
   if (rec->call != FERRY_CALL_array_create) return 0;
@@ -178,20 +213,20 @@ static int copy_array(void *ctx, const struct ferry_record *rec) {
   struct ferry_memcpy3d_dtoh_args rd = {.src_kind = 1, .src = a->array, .width = w, .height = h,
                                         .depth = d};
   struct ferry_bulk bulk = {.out = buf, .out_len = bytes};
-  int rc = ferry_remote_call(m->v, FERRY_CALL_memcpy3d_dtoh, &rd, NULL, &bulk);
+  int rc = ferry_link_call(&m->v->link, FERRY_CALL_memcpy3d_dtoh, &rd, NULL, &bulk);
   if (!rc) {
     struct ferry_memcpy3d_htod_args wr = {.dst_kind = 1, .dst = a->array, .width = w, .height = h,
                                           .depth = d};
     struct ferry_bulk in = {.in = buf, .in_len = bytes};
-    rc = ferry_local_call(m->v, FERRY_CALL_memcpy3d_htod, &wr, NULL, &in);
+    rc = tcall(m, FERRY_CALL_memcpy3d_htod, &wr, &in);
   }
   free(buf);
-  if (rc) snprintf(m->err, m->errlen, "copying CUDA array %u failed: cudaError %d", a->array, rc);
+  if (rc) snprintf(m->err, m->errlen, "copying CUDA array %u failed: %s", a->array, error_name(rc));
   return rc;
 }
 
 /* __device__ and __constant__ variables, by name: one gather from the
-   remote GPU, then each written where the local GPU placed it */
+   remote GPU, then each written where the target placed it */
 static int copy_vars(struct mig *m) {
   if (!m->nvars) return 0;
   uint64_t total = 0;
@@ -207,18 +242,18 @@ static int copy_vars(struct mig *m) {
   if (!rc) {
     struct ferry_memcpy_dtoh_gather_args a = {.ranges = {pairs, (uint32_t)(m->nvars * 16)}};
     struct ferry_bulk bulk = {.out = buf, .out_len = total};
-    rc = ferry_remote_call(m->v, FERRY_CALL_memcpy_dtoh_gather, &a, NULL, &bulk);
+    rc = ferry_link_call(&m->v->link, FERRY_CALL_memcpy_dtoh_gather, &a, NULL, &bulk);
   }
   const char *p = buf;
   for (size_t i = 0; i < m->nvars && !rc; i++) {
     struct ferry_memcpy_htod_args w = {m->vars[i].dst, 0};
     struct ferry_bulk in = {.in = p, .in_len = m->vars[i].size};
-    rc = ferry_local_call(m->v, FERRY_CALL_memcpy_htod, &w, NULL, &in);
+    rc = tcall(m, FERRY_CALL_memcpy_htod, &w, &in);
     p += m->vars[i].size;
   }
   free(pairs);
   free(buf);
-  if (rc) snprintf(m->err, m->errlen, "copying module variables failed: cudaError %d", rc);
+  if (rc) snprintf(m->err, m->errlen, "copying module variables failed: %s", error_name(rc));
   return rc;
 }
 
@@ -230,130 +265,161 @@ static int uses_device_heap(void *ctx, const struct ferry_record *rec) {
              cudaLimitMallocHeapSize;
 }
 
-/* ---- events recorded before the migration ---- */
-
-struct ev_scan {
-  uint32_t *ids;
-  size_t n, cap;
-};
-static int timing_of(void *ctx, const struct ferry_record *rec) {
-  const uint32_t *id = ctx;
-  if (rec->call != FERRY_CALL_event_create) return 0;
-  const struct ferry_event_create_args *a = (const void *)rec->args;
-  if (a->event != *id) return 0;
-  return a->flags & cudaEventDisableTiming ? 1 : 2;
+static int link_target_call(void *ctx, unsigned call, const void *args, void *rets,
+                            const struct ferry_bulk *bulk) {
+  return ferry_link_call(ctx, call, args, rets, bulk);
 }
-static int recorded_event(void *ctx, const struct ferry_record *rec) {
-  struct ev_scan *e = ctx;
-  if (rec->call != FERRY_CALL_event_record) return 0;
-  if (e->n == e->cap) {
-    size_t cap = e->cap ? e->cap * 2 : 16;
-    uint32_t *p = realloc(e->ids, cap * sizeof *p);
-    if (!p) return 1;
-    e->ids = p;
-    e->cap = cap;
-  }
-  e->ids[e->n++] = ((const struct ferry_event_record_args *)(const void *)rec->args)->event;
+
+/* a helper is opened, its GPU and staging set up, before the hold */
+static int open_helper(struct mig *m) {
+  char why[256] = "";
+  m->tl = calloc(1, sizeof *m->tl);
+  if (!m->tl) return fail(m, "out of memory");
+  if (ferry_helper_start(m->v, m->gpu, m->tl, why, sizeof why)) return fail(m, "%s", why);
+  if (fault("reserve")) return fail(m, "cannot reserve the device arena at the same address "
+                                       "(injected fault)");
+  if (ferry_staging_open(m->tl, why, sizeof why)) return fail(m, "%s", why);
+  m->t = (struct ferry_target){link_target_call, m->tl};
   return 0;
 }
 
-/* Their timestamps stay on the remote GPU; the offsets between them are
-   read now, so cudaEventElapsedTime keeps giving the times the program
-   measured (replay records them again locally, so they are complete). */
-static int capture_event_times(struct ferry_vgpu *v) {
-  struct ev_scan scan = {NULL, 0, 0};
-  if (ferry_recorder_foreach(&v->log, recorded_event, &scan)) {
-    free(scan.ids);
-    return -1;
+static void close_helper(struct mig *m) {
+  if (!m->tl) return;
+  ferry_link_close(m->tl); /* the helper sees the channel close and exits */
+  ferry_staging_free(m->tl->staging);
+  free(m->tl->deferred);
+  ferry_buf_free(&m->tl->sendbuf);
+  pthread_mutex_destroy(&m->tl->send_lock);
+  pthread_mutex_destroy(&m->tl->sock_lock);
+  pthread_mutex_destroy(&m->tl->call_lock);
+  free(m->tl);
+  m->tl = NULL;
+}
+
+/* the in-process target, opened under the hold: the arena's placeholder
+   must go just before the driver reserves the range */
+static int open_local(struct mig *m) {
+  char why[256] = "";
+  if (fault("reserve")) {
+    ferry_placeholder_release(m->v);
+    return fail(m, "cannot reserve the device arena at the same address (injected fault)");
   }
-  struct ferry_pre_event *pre = malloc((scan.n ? scan.n : 1) * sizeof *pre);
-  size_t n = 0;
-  float last = 0;
-  for (size_t i = 0; pre && i < scan.n; i++) {
-    if (ferry_recorder_foreach(&v->log, timing_of, &scan.ids[i]) != 2) continue;
-    float off = 0;
-    if (n) {
-      struct ferry_event_elapsed_args a = {pre[0].id, scan.ids[i]};
-      struct ferry_event_elapsed_rets r;
-      if (ferry_remote_call(v, FERRY_CALL_event_elapsed, &a, &r, NULL)) continue;
-      off = r.ms;
+  m->L = ferry_local_open(m->v, m->gpu, why, sizeof why);
+  if (!m->L) return fail(m, "%s", why);
+  m->t = ferry_exec_target(ferry_local_exec(m->L));
+  return 0;
+}
+
+/* flush, wait for the remote GPU, refuse what cannot move */
+static int drain(struct mig *m) {
+  struct ferry_vgpu *v = m->v;
+  int rc = ferry_flush(&v->link);
+  struct ferry_device_synchronize_args sync = {0};
+  if (!rc) rc = ferry_link_call(&v->link, FERRY_CALL_device_synchronize, &sync, NULL, NULL);
+  if (ferry_dead(v)) return fail(m, "the remote GPU is unreachable");
+  if (rc) {
+    /* a second wait tells a sticky error (the context is lost) from one
+       that was only latched; either way the program still gets to see it */
+    int again = ferry_link_call(&v->link, FERRY_CALL_device_synchronize, &sync, NULL, NULL);
+    __atomic_store_n(&v->carry_error, rc, __ATOMIC_RELEASE);
+    if (again) return fail(m, "the device has a sticky error (%s); it stays remote",
+                           cudaGetErrorName((cudaError_t)rc));
+  }
+  if (ferry_deferred_pending(&v->link)) return fail(m, "asynchronous copies did not complete");
+  if (ferry_recorder_foreach(&v->log, uses_device_heap, NULL))
+    return fail(m, "the program sized the device malloc heap (cudaLimitMallocHeapSize): memory "
+                   "allocated by kernels (malloc/new) lives in the driver's heap and cannot be "
+                   "moved");
+  if (ferry_pre_capture(v)) return fail(m, "out of memory reading event times");
+  return 0;
+}
+
+#define MEMSYNC_BUFFERS 2
+
+/* every live region, through buffers in shared host memory that the target
+   page-locks for the copy */
+static int memsync(struct mig *m, uint64_t *bytes) {
+  struct ferry_vgpu *v = m->v;
+  struct ferry_memsync_opts o;
+  ferry_memsync_defaults(&o);
+  void *bufs[MEMSYNC_BUFFERS] = {NULL};
+  int registered[MEMSYNC_BUFFERS] = {0};
+  uint64_t *pairs = NULL;
+  char why[256] = "";
+  int rc = 0;
+  for (int i = 0; i < MEMSYNC_BUFFERS && !rc; i++) {
+    bufs[i] = ferry_host_shared_alloc(o.batch_bytes);
+    /* in this process any memory will do; a helper needs the shared arena */
+    if (!bufs[i] && !m->helper && posix_memalign(&bufs[i], 4096, o.batch_bytes)) bufs[i] = NULL;
+    if (!bufs[i]) {
+      rc = fail(m, "no host memory for mem-sync's buffers");
+      break;
     }
-    pre[n++] = (struct ferry_pre_event){scan.ids[i], off};
-    if (off > last) last = off;
+    struct ferry_host_register_args r = {(uint64_t)(uintptr_t)bufs[i], o.batch_bytes};
+    if ((rc = tcall(m, FERRY_CALL_host_register, &r, NULL))) {
+      rc = fail(m, "cannot page-lock mem-sync's buffers on the local GPU: %s", error_name(rc));
+      break;
+    }
+    registered[i] = 1;
   }
-  free(scan.ids);
-  if (!pre) return -1;
-  pthread_mutex_lock(&v->pre_lock);
-  free(v->pre_events);
-  v->pre_events = pre;
-  v->npre = n;
-  v->pre_last_ms = last;
-  pthread_mutex_unlock(&v->pre_lock);
-  return 0;
-}
-
-static long pre_find(struct ferry_vgpu *v, uint32_t id) {
-  for (size_t i = 0; i < v->npre; i++)
-    if (v->pre_events[i].id == id) return (long)i;
-  return -1;
-}
-
-void ferry_pre_forget(struct ferry_vgpu *v, uint32_t id) {
-  pthread_mutex_lock(&v->pre_lock);
-  long i = pre_find(v, id);
-  if (i >= 0) v->pre_events[i] = v->pre_events[--v->npre];
-  pthread_mutex_unlock(&v->pre_lock);
-}
-
-int ferry_pre_elapsed(struct ferry_vgpu *v, uint32_t a, uint32_t b, float *ms, int *rc) {
-  if (!ferry_is_local(v) || !__atomic_load_n(&v->npre, __ATOMIC_RELAXED)) return 0;
-  pthread_mutex_lock(&v->pre_lock);
-  long ia = pre_find(v, a), ib = pre_find(v, b);
-  float oa = ia >= 0 ? v->pre_events[ia].off_ms : 0, ob = ib >= 0 ? v->pre_events[ib].off_ms : 0;
-  float last = v->pre_last_ms;
-  double bridge = v->bridge_ms;
-  pthread_mutex_unlock(&v->pre_lock);
-  if (ia < 0 && ib < 0) return 0;
-  *rc = 0;
-  if (ia >= 0 && ib >= 0) { /* both on the remote GPU: exactly as measured there */
-    *ms = ob - oa;
-    return 1;
+  long n = rc ? 0 : ferry_memsync_plan(v->arena.regions, v->arena.nregions, v->arena.maps,
+                                      v->arena.nmaps, o.merge_gap, &pairs);
+  if (n < 0) rc = fail(m, "out of memory planning mem-sync");
+  if (!rc) {
+    o.buffers = MEMSYNC_BUFFERS;
+    o.bufs = bufs;
+    o.progress = progress;
+    o.progress_ctx = v;
+    struct remote_src src = {&v->link, 0};
+    struct ferry_memsync_source source = {src_request, src_receive, &src};
+    struct ferry_memsync_stats ms;
+    if (ferry_memsync_run(&m->t, pairs, (size_t)n, &source, &o, &ms, why, sizeof why)) {
+      rc = fail(m, "%s", why);
+    } else {
+      *bytes = ms.bytes;
+      pthread_mutex_lock(&mig_lock);
+      v->mig.bytes_copied = ms.bytes;
+      v->mig.ranges_copied = ms.ranges;
+      v->mig.requests = ms.requests;
+      pthread_mutex_unlock(&mig_lock);
+    }
   }
-  /* one on each side: remote time to the drain, the migration, local time
-     from the re-recording (a's or b's local twin marks the switch) */
-  uint32_t pre_id = ia >= 0 ? a : b, post_id = ia >= 0 ? b : a;
-  struct ferry_event_elapsed_args e = {pre_id, post_id};
-  struct ferry_event_elapsed_rets r;
-  *rc = ferry_call(v, FERRY_CALL_event_elapsed, &e, &r, NULL);
-  if (*rc) return 1;
-  double span = (last - (ia >= 0 ? oa : ob)) + bridge + r.ms;
-  *ms = (float)(ia >= 0 ? span : -span);
-  return 1;
-}
-
-/* the remote session ends: the server frees everything it held */
-static void close_remote(struct ferry_vgpu *v) {
-  pthread_mutex_lock(&v->call_lock);
-  pthread_mutex_lock(&v->send_lock);
-  pthread_mutex_lock(&v->sock_lock);
-  if (v->conn) v->conn->ops->close(v->conn);
-  v->conn = NULL;
-  free(v->reader);
-  v->reader = NULL;
-  pthread_mutex_unlock(&v->sock_lock);
-  pthread_mutex_unlock(&v->send_lock);
-  pthread_mutex_unlock(&v->call_lock);
-}
-
-/* the first reason wins; always -1 */
-__attribute__((format(printf, 2, 3))) static int fail(struct mig *m, const char *fmt, ...) {
-  if (!m->err[0]) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m->err, m->errlen, fmt, ap);
-    va_end(ap);
+  free(pairs);
+  for (int i = 0; i < MEMSYNC_BUFFERS; i++) {
+    struct ferry_host_unregister_args u = {(uint64_t)(uintptr_t)bufs[i]};
+    if (registered[i]) tcall(m, FERRY_CALL_host_unregister, &u, NULL);
+    if (bufs[i] && (uint64_t)(uintptr_t)bufs[i] - FERRY_HOST_ARENA_BASE < FERRY_HOST_ARENA_SIZE)
+      ferry_host_shared_free(bufs[i]);
+    else
+      free(bufs[i]);
   }
-  return -1;
+  return rc;
+}
+
+/* the target takes over: nothing can fail from here on */
+static void switch_over(struct mig *m) {
+  struct ferry_vgpu *v = m->v;
+  for (size_t i = 0; i < m->nrebinds; i++) {
+    ferry_blob info = {m->rebinds[i].info, m->rebinds[i].len};
+    ferry_modules_rebind(v->index, m->rebinds[i].module, info);
+    /* the log stays the helper's, with the variables where they are now */
+    if (m->helper) ferry_recorder_rebind(&v->log, m->rebinds[i].module, info);
+  }
+  __atomic_add_fetch(&v->generation, 1, __ATOMIC_RELEASE);
+  if (m->helper) {
+    ferry_link_adopt(&v->link, m->tl); /* closes the remote session */
+    close_helper(m);
+    if (ferry_host_register_helper(v))
+      ferry_debug("device %d: pinned memory is not page-locked in its helper; its copies stay "
+                  "correct but synchronous", v->index);
+  } else {
+    v->lx = m->L;
+    m->L = NULL;
+    __atomic_store_n(&v->local, 1, __ATOMIC_RELEASE);
+    ferry_link_close(&v->link); /* the server frees everything it held */
+    ferry_host_register_local(v->lx);
+  }
+  __atomic_store_n(&v->moved, 1, __ATOMIC_RELEASE);
 }
 
 /* the steps under the gate; -1 with m->err on failure */
@@ -361,39 +427,16 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
   struct ferry_vgpu *v = m->v;
   char why[256] = "";
   enter_phase(m, FERRY_PHASE_DRAIN);
-  int rc = ferry_flush(v);
-  struct ferry_device_synchronize_args sync = {0};
-  if (!rc) rc = ferry_remote_call(v, FERRY_CALL_device_synchronize, &sync, NULL, NULL);
-  if (v->dead) return fail(m, "the remote GPU is unreachable");
-  if (rc) {
-    /* a second wait tells a sticky error (the context is lost) from one
-       that was only latched; either way the program still gets to see it */
-    int again = ferry_remote_call(v, FERRY_CALL_device_synchronize, &sync, NULL, NULL);
-    __atomic_store_n(&v->carry_error, rc, __ATOMIC_RELEASE);
-    if (again) return fail(m, "the device has a sticky error (%s); it stays remote",
-                           cudaGetErrorName((cudaError_t)rc));
-  }
-  if (ferry_deferred_pending(v)) return fail(m, "asynchronous copies did not complete");
-  if (ferry_recorder_foreach(&v->log, uses_device_heap, NULL))
-    return fail(m, "the program sized the device malloc heap (cudaLimitMallocHeapSize): memory "
-                   "allocated by kernels (malloc/new) lives in the driver's heap and cannot be "
-                   "moved");
-  if (capture_event_times(v)) return fail(m, "out of memory reading event times");
+  if (drain(m)) return -1;
   double drained = now_ms();
 
   enter_phase(m, FERRY_PHASE_SETUP);
-  if (fault("reserve")) {
-    ferry_placeholder_release(v);
-    return fail(m, "cannot reserve the device arena at the same address (injected fault)");
-  }
-  m->L = ferry_local_open(v, m->gpu, why, sizeof why);
-  if (!m->L) return fail(m, "%s", why);
+  if (!m->helper && open_local(m)) return -1;
 
   enter_phase(m, FERRY_PHASE_REPLAY);
   struct ferry_replay_hooks hooks = {module_loaded, error_name, m};
   struct ferry_replay_stats rs;
-  if (ferry_replay(&v->log, ferry_local_exec(m->L), &hooks, &rs, why, sizeof why))
-    return fail(m, "%s", why);
+  if (ferry_replay(&v->log, &m->t, &hooks, &rs, why, sizeof why)) return fail(m, "%s", why);
   *records = rs.records;
   pthread_mutex_lock(&v->pre_lock);
   v->bridge_ms = now_ms() - drained;
@@ -407,27 +450,7 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
   if (fault("replay")) return fail(m, "replaying the log failed (injected fault)");
 
   enter_phase(m, FERRY_PHASE_MEMSYNC);
-  v->lx = m->L; /* ferry_local_call works from here on, for this thread only */
-  struct ferry_memsync_opts o;
-  ferry_memsync_defaults(&o);
-  uint64_t *pairs = NULL;
-  long n = ferry_memsync_plan(v->arena.regions, v->arena.nregions, v->arena.maps, v->arena.nmaps,
-                              o.merge_gap, &pairs);
-  if (n < 0) return fail(m, "out of memory planning mem-sync");
-  o.progress = progress;
-  o.progress_ctx = v;
-  struct remote_src src = {v, 0};
-  struct ferry_memsync_source source = {src_request, src_receive, &src};
-  struct ferry_memsync_stats ms;
-  rc = ferry_memsync_run(ferry_local_exec(m->L), pairs, (size_t)n, &source, &o, &ms, why, sizeof why);
-  free(pairs);
-  if (rc) return fail(m, "%s", why);
-  *bytes = ms.bytes;
-  pthread_mutex_lock(&mig_lock);
-  v->mig.bytes_copied = ms.bytes;
-  v->mig.ranges_copied = ms.ranges;
-  v->mig.requests = ms.requests;
-  pthread_mutex_unlock(&mig_lock);
+  if (memsync(m, bytes)) return -1;
 
   enter_phase(m, FERRY_PHASE_VARS);
   if (copy_vars(m) || ferry_recorder_foreach(&v->log, copy_array, m))
@@ -435,13 +458,7 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
   if (fault("vars")) return fail(m, "copying variables failed (injected fault)");
 
   enter_phase(m, FERRY_PHASE_SWITCH);
-  for (size_t i = 0; i < m->nrebinds; i++)
-    ferry_modules_rebind(v->index, m->rebinds[i].module,
-                         (ferry_blob){m->rebinds[i].info, m->rebinds[i].len});
-  __atomic_add_fetch(&v->generation, 1, __ATOMIC_RELEASE);
-  __atomic_store_n(&v->local, 1, __ATOMIC_RELEASE);
-  close_remote(v);
-  ferry_host_register_local(m->L);
+  switch_over(m);
   return 0;
 }
 
@@ -454,7 +471,45 @@ __attribute__((format(printf, 3, 4))) static int refuse(char *err, size_t errlen
   return -1;
 }
 
-int ferry_migrate(int vi, int gpu, char *err, size_t errlen) {
+/* FERRY_MHELPER: where a migration goes; -1 for a bad value */
+enum { POLICY_AUTO, POLICY_ALWAYS, POLICY_NEVER };
+static int helper_policy(void) {
+  const char *p = getenv("FERRY_MHELPER");
+  if (!p || !*p || !strcmp(p, "auto")) return POLICY_AUTO;
+  if (!strcmp(p, "always")) return POLICY_ALWAYS;
+  if (!strcmp(p, "never")) return POLICY_NEVER;
+  return -1;
+}
+
+/* decides in-process or helper (mig_lock held); NULL, or a refusal */
+static const char *placement(int vi, int gpu, int *helper, char *buf, size_t n) {
+  int policy = helper_policy();
+  if (policy < 0) {
+    snprintf(buf, n, "FERRY_MHELPER='%s': expected auto, always or never", getenv("FERRY_MHELPER"));
+    return buf;
+  }
+  /* vGPUs in this process, or on their way (migrations run at once) */
+  int in_process = -1, same_gpu = -1;
+  for (int i = 0; i < ferry.count; i++) {
+    struct ferry_vgpu *o = &ferry.vgpus[i];
+    if (i == vi || o->inproc_gpu < 0) continue;
+    in_process = i;
+    if (o->inproc_gpu == gpu) same_gpu = i;
+  }
+  /* auto: the first vGPU to move runs in this process, the others in helpers */
+  *helper = policy == POLICY_ALWAYS || (policy == POLICY_AUTO && in_process >= 0);
+  if (!*helper && same_gpu >= 0) {
+    /* two vGPUs in one process on one GPU would share its primary context */
+    snprintf(buf, n, "local GPU %d already runs device %d in this process (FERRY_MHELPER=never "
+             "allows no helper)", gpu, same_gpu);
+    return buf;
+  }
+  return NULL;
+}
+
+/* *started: 0 when refused before anything began (nothing logged) */
+static int migrate(int vi, int gpu, char *err, size_t errlen, int *started) {
+  *started = 0;
   if (errlen) err[0] = '\0';
   int rc = ferry_ensure_init();
   if (rc) {
@@ -465,50 +520,77 @@ int ferry_migrate(int vi, int gpu, char *err, size_t errlen) {
     return refuse(err, errlen, "no device %d: this program has %d device(s)", vi, ferry.count);
   if (gpu < 0) return refuse(err, errlen, "bad local GPU %d", gpu);
   struct ferry_vgpu *v = &ferry.vgpus[vi];
+  char why[256];
+  int helper = 0;
   pthread_mutex_lock(&mig_lock);
   const char *busy = NULL;
   if (v->mig.state == FERRY_MIG_RUNNING) busy = "a migration of device %d is already running";
-  else if (ferry_is_local(v)) busy = "device %d already runs on a local GPU";
-  else if (v->dead) busy = "device %d lost its server; there is nothing left to migrate";
+  else if (ferry_is_local(v)) busy = "device %d already runs on a local GPU (in this process)";
+  else if (v->moved) busy = "device %d already runs on a local GPU (in a ferry-mhelper)";
+  else if (ferry_dead(v)) busy = "device %d lost its server; there is nothing left to migrate";
   else if (v->log_broken) busy = "device %d lost a record (out of memory); it cannot migrate";
-  int other = -1; /* two vGPUs on one GPU would share its primary context */
-  for (int i = 0; i < ferry.count && !busy; i++) {
-    struct ferry_vgpu *o = &ferry.vgpus[i];
-    if (i != vi && ferry_is_local(o) && ferry_local_gpu(o->lx) == gpu) other = i;
-  }
-  if (busy || other >= 0) {
+  const char *refused = busy ? NULL : placement(vi, gpu, &helper, why, sizeof why);
+  if (busy || refused) {
     pthread_mutex_unlock(&mig_lock);
     if (busy) return refuse(err, errlen, busy, vi);
-    return refuse(err, errlen, "local GPU %d already runs device %d", gpu, other);
+    return refuse(err, errlen, "%s", refused);
   }
+  *started = 1;
+  if (!helper) v->inproc_gpu = gpu; /* taken, for migrations that start meanwhile */
   v->mig = (struct ferry_vgpu_status){.state = FERRY_MIG_RUNNING, .phase = FERRY_PHASE_HOLD,
                                       .launch_at_start = v->launches};
+  pthread_mutex_lock(&v->arena_lock); /* what status shows while the migration runs */
+  v->mig.regions = v->arena.nregions;
+  v->mig.live_bytes = v->arena.live_bytes;
+  pthread_mutex_unlock(&v->arena_lock);
   pthread_mutex_unlock(&mig_lock);
 
-  struct mig m = {.v = v, .gpu = gpu, .err = err, .errlen = errlen, .t_phase = now_ms()};
+  struct mig m = {.v = v, .gpu = gpu, .helper = helper, .err = err, .errlen = errlen,
+                  .t_phase = now_ms()};
   double t0 = m.t_phase;
-  /* arena_lock first: a thread in cudaMalloc holds it while its mem_map
-     call waits at the gate */
-  pthread_mutex_lock(&v->arena_lock);
-  pthread_rwlock_wrlock(&v->gate);
-  uint64_t bytes = 0, records = 0;
-  int failed = move(&m, &bytes, &records);
-  if (failed) {
-    v->lx = NULL;
-    if (m.L) ferry_local_close(m.L);
-    if (!v->placeholder && ferry_placeholder_reserve(v))
-      ferry_log("device %d: the address range of its memory could not be set aside again; host "
-                "memory may now be mapped there", vi);
+  int failed = 0;
+  if (helper) { /* while the program runs */
+    pthread_mutex_lock(&mig_lock);
+    v->mig.phase = FERRY_PHASE_SETUP;
+    pthread_mutex_unlock(&mig_lock);
+    failed = open_helper(&m);
+    enter_phase(&m, FERRY_PHASE_HOLD);
   }
-  enter_phase(&m, -1);
-  pthread_rwlock_unlock(&v->gate);
-  pthread_mutex_unlock(&v->arena_lock);
+  uint64_t bytes = 0, records = 0;
+  if (!failed) {
+    /* arena_lock first: a thread in cudaMalloc holds it while its mem_map
+       call waits at the gate */
+    pthread_mutex_lock(&v->arena_lock);
+    pthread_rwlock_wrlock(&v->gate);
+    m.t_hold = now_ms();
+    failed = move(&m, &bytes, &records);
+    if (failed) {
+      if (m.L) ferry_local_close(m.L);
+      m.L = NULL;
+      if (!m.helper && !v->placeholder && ferry_placeholder_reserve(v))
+        ferry_log("device %d: the address range of its memory could not be set aside again; "
+                  "host memory may now be mapped there", vi);
+    }
+    enter_phase(&m, -1);
+    pthread_mutex_lock(&mig_lock);
+    v->mig.pause_ms = now_ms() - m.t_hold;
+    pthread_mutex_unlock(&mig_lock);
+    pthread_rwlock_unlock(&v->gate);
+    pthread_mutex_unlock(&v->arena_lock);
+  } else {
+    enter_phase(&m, -1);
+  }
+  if (failed) {
+    close_helper(&m);
+    ferry_host_forget_helper(vi);
+  }
   for (size_t i = 0; i < m.nrebinds; i++) free(m.rebinds[i].info);
   free(m.rebinds);
   free(m.vars);
 
   double total = now_ms() - t0;
   pthread_mutex_lock(&mig_lock);
+  if (failed) v->inproc_gpu = -1;
   v->mig.state = failed ? FERRY_MIG_FAILED : FERRY_MIG_DONE;
   v->mig.total_ms = total;
   if (failed) snprintf(v->mig.error, sizeof v->mig.error, "%s", err);
@@ -520,55 +602,75 @@ int ferry_migrate(int vi, int gpu, char *err, size_t errlen) {
     ferry_log("migration of device %d to local GPU %d failed: %s", vi, gpu, err);
     return -1;
   }
-  ferry_recorder_destroy(&v->log);
-  ferry_recorder_init(&v->log);
-  ferry_log("device %d now runs on local GPU %d (%s): %llu records replayed, %.1f MiB copied, "
-            "%.1f ms", vi, gpu, ferry_local_name(v->lx), (unsigned long long)records,
-            bytes / 1048576.0, total);
-  if (getenv("FERRY_STATS")) {
-    struct ferry_vgpu_status st;
-    ferry_vgpu_status(vi, &st);
-    ferry_log("migration stats: device=%d records=%llu modules=%llu replay_module_ms=%.3f "
+  if (!helper) { /* in this process nothing records any more */
+    ferry_recorder_destroy(&v->log);
+    ferry_recorder_init(&v->log);
+  }
+  struct ferry_vgpu_status st;
+  ferry_vgpu_status(vi, &st);
+  ferry_log("device %d now runs on %s: %llu records replayed, %.1f MiB copied, "
+            "%.1f ms (paused %.1f ms)", vi, st.where,
+            (unsigned long long)records, bytes / 1048576.0, total, st.pause_ms);
+  if (getenv("FERRY_STATS"))
+    ferry_log("migration stats: device=%d helper=%d records=%llu modules=%llu replay_module_ms=%.3f "
               "replay_other_ms=%.3f bytes=%llu ranges=%llu requests=%llu hold_ms=%.3f "
               "drain_ms=%.3f setup_ms=%.3f replay_ms=%.3f memsync_ms=%.3f vars_ms=%.3f "
-              "switch_ms=%.3f total_ms=%.3f", vi, (unsigned long long)st.records_replayed,
-              (unsigned long long)st.modules_replayed, st.replay_module_ms, st.replay_other_ms,
-              (unsigned long long)st.bytes_copied, (unsigned long long)st.ranges_copied,
-              (unsigned long long)st.requests, st.phase_ms[0], st.phase_ms[1], st.phase_ms[2],
-              st.phase_ms[3], st.phase_ms[4], st.phase_ms[5], st.phase_ms[6], st.total_ms);
-  }
+              "switch_ms=%.3f pause_ms=%.3f total_ms=%.3f", vi, st.helper_pid,
+              (unsigned long long)st.records_replayed, (unsigned long long)st.modules_replayed,
+              st.replay_module_ms, st.replay_other_ms, (unsigned long long)st.bytes_copied,
+              (unsigned long long)st.ranges_copied, (unsigned long long)st.requests,
+              st.phase_ms[0], st.phase_ms[1], st.phase_ms[2], st.phase_ms[3], st.phase_ms[4],
+              st.phase_ms[5], st.phase_ms[6], st.pause_ms, st.total_ms);
   if (ferry_symbol_address_taken)
     ferry_log("warning: the program took a __device__ variable's address (cudaGetSymbolAddress) "
               "before the migration; that address is not valid on the local GPU");
   return 0;
 }
 
-/* ---- FERRY_MIGRATE_AT=<vgpu>:<local>:launch=<N> ---- */
+int ferry_migrate(int vi, int gpu, char *err, size_t errlen) {
+  int started;
+  return migrate(vi, gpu, err, errlen, &started);
+}
 
-static int at_vgpu = -1, at_gpu;
-static uint64_t at_launch;
+/* ---- FERRY_MIGRATE_AT=<vgpu>:<local>:launch=<N>[,<vgpu>:<local>:launch=<N>...] ---- */
+
+#define MAX_AT 16
+static struct at {
+  int vgpu, gpu;
+  uint64_t launch;
+} at_list[MAX_AT];
+static int nat;
 static pthread_once_t at_once = PTHREAD_ONCE_INIT;
 
 static void parse_at(void) {
   const char *s = getenv("FERRY_MIGRATE_AT");
   if (!s || !*s) return;
-  int vg, g, used = 0;
-  unsigned long long n;
-  if (sscanf(s, "%d:%d:launch=%llu%n", &vg, &g, &n, &used) != 3 || s[used] || vg < 0 || g < 0 ||
-      n == 0) {
-    ferry_log("FERRY_MIGRATE_AT='%s' ignored: expected <vgpu>:<local-gpu>:launch=<N> (N >= 1)", s);
-    return;
+  char *copy = strdup(s), *save = NULL;
+  for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
+    int vg, g, used = 0;
+    unsigned long long n;
+    if (nat == MAX_AT || sscanf(tok, "%d:%d:launch=%llu%n", &vg, &g, &n, &used) != 3 || tok[used] ||
+        vg < 0 || g < 0 || n == 0) {
+      ferry_log("FERRY_MIGRATE_AT='%s' ignored: expected <vgpu>:<local-gpu>:launch=<N> (N >= 1), "
+                "up to %d of them separated by commas", s, MAX_AT);
+      nat = 0;
+      break;
+    }
+    at_list[nat++] = (struct at){vg, g, n};
   }
-  at_vgpu = vg;
-  at_gpu = g;
-  at_launch = n;
+  free(copy);
 }
 
 void ferry_migrate_at_launch(int vgpu) {
   pthread_once(&at_once, parse_at);
   struct ferry_vgpu *v = &ferry.vgpus[vgpu];
   uint64_t n = __atomic_add_fetch(&v->launches, 1, __ATOMIC_RELAXED);
-  if (at_vgpu != vgpu || n != at_launch) return;
-  char err[300];
-  ferry_migrate(vgpu, at_gpu, err, sizeof err); /* it says why when it fails */
+  for (int i = 0; i < nat; i++) {
+    if (at_list[i].vgpu != vgpu || n != at_list[i].launch) continue;
+    char err[300];
+    int started;
+    /* a refusal is said here: nobody else would see it */
+    if (migrate(vgpu, at_list[i].gpu, err, sizeof err, &started) && !started)
+      ferry_log("migration of device %d to local GPU %d failed: %s", vgpu, at_list[i].gpu, err);
+  }
 }

@@ -13,7 +13,8 @@
 enum ferry_phase {
   FERRY_PHASE_HOLD,    /* new calls wait; calls in flight finish */
   FERRY_PHASE_DRAIN,   /* the remote GPU finishes queued work and deferred copies */
-  FERRY_PHASE_SETUP,   /* local context, arena reservation at the same address */
+  FERRY_PHASE_SETUP,   /* local context, arena reservation at the same address (a helper's
+                          happens before the hold, while the program runs) */
   FERRY_PHASE_REPLAY,  /* the recorded calls, on the local GPU */
   FERRY_PHASE_MEMSYNC, /* every live region, remote -> local */
   FERRY_PHASE_VARS,    /* __device__/__constant__ variables and CUDA arrays by content */
@@ -27,7 +28,9 @@ enum ferry_migration_state { FERRY_MIG_NONE, FERRY_MIG_RUNNING, FERRY_MIG_DONE, 
 /* a snapshot of one vGPU, for `status` */
 struct ferry_vgpu_status {
   int index;
-  int local;            /* 0: remote, 1: runs on a local GPU */
+  int local;            /* 0: remote, 1: runs on a local GPU (in-process or a helper) */
+  int helper_pid;       /* the ferry-mhelper serving it, 0 for none */
+  int local_gpu;        /* the local GPU, -1 while remote */
   char where[320];      /* the server URL, or "local GPU 1 (NVIDIA H100 80GB HBM3)" */
   uint64_t records;     /* live records in the replay log */
   uint64_t regions;     /* live allocations */
@@ -38,6 +41,7 @@ struct ferry_vgpu_status {
   uint64_t bytes_done, bytes_total; /* mem-sync progress */
   double phase_ms[FERRY_PHASE_COUNT];
   double total_ms;
+  double pause_ms;      /* the program held: from the hold to the switch */
   /* what the last successful migration did */
   uint64_t records_replayed, modules_replayed;
   double replay_module_ms, replay_other_ms; /* replay split: module loads / the rest */
@@ -47,8 +51,9 @@ struct ferry_vgpu_status {
   char error[256];      /* why the last migration failed */
 };
 
-/* Moves vGPU `vgpu` onto local GPU `local_gpu`. Blocks until done. 0, or
-   -1 with a one-line reason in err (the program then goes on remotely,
+/* Moves vGPU `vgpu` onto local GPU `local_gpu`, in this process or in a
+   ferry-mhelper (FERRY_MHELPER=auto|always|never). Blocks until done. 0,
+   or -1 with a one-line reason in err (the program then goes on remotely,
    nothing lost). Safe to call from any thread that is not inside a CUDA
    call of this program. */
 int ferry_migrate(int vgpu, int local_gpu, char *err, size_t errlen);
@@ -57,8 +62,8 @@ int ferry_migrate(int vgpu, int local_gpu, char *err, size_t errlen);
 int ferry_vgpu_count(void);
 int ferry_vgpu_status(int index, struct ferry_vgpu_status *out);
 
-/* FERRY_MIGRATE_AT=<vgpu>:<local>:launch=<N>: called on each launch of vgpu
-   (cheap when unset) */
+/* FERRY_MIGRATE_AT=<vgpu>:<local>:launch=<N>[,...]: called on each launch
+   of vgpu (cheap when unset) */
 void ferry_migrate_at_launch(int vgpu);
 
 /* the control socket: started at init unless FERRY_CONTROL=off (control.c) */

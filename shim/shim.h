@@ -21,22 +21,31 @@
 #define FERRY_MAX_VGPUS 16
 #define FERRY_ARENA_BASE 0x200000000000ull
 #define FERRY_ARENA_STRIDE 0x40000000000ull /* 4 TiB of address space per vGPU */
+/* the shared host arena (hostmem.c): above AddressSanitizer's shadow
+   (0x10007fff8000), below the simulation's object slab (0x1f0000000000)
+   and the vGPUs' arenas; ASan's own heap starts at 0x600000000000 */
+#define FERRY_HOST_ARENA_BASE 0x180000000000ull
+#define FERRY_HOST_ARENA_SIZE FERRY_ARENA_STRIDE
 #define FERRY_NATTRS_CLIENT 160
 #define FERRY_ASYNC_BULK_INLINE (256u * 1024u) /* async H2D up to this is copied and pipelined */
 
-/* where a migration would need to know what was handed out (issue 3) */
+/* a device-to-host copy whose bytes arrive later, in a DEFERRED frame */
 struct ferry_deferred {
   uint64_t token;
   void *dst;
   uint64_t size;
 };
 
-struct ferry_local; /* local.c */
+struct ferry_local;   /* local.c */
+struct ferry_staging; /* hostmem.c */
 
-struct ferry_vgpu {
-  int index;
-  struct ferry_url url;
-  char url_text[300];
+/* One connection to a process that runs a vGPU's calls: its ferry-server,
+   or (after a migration) a ferry-mhelper on a local GPU. A vGPU's current
+   link is part of it; a migration opens its target's link apart and moves
+   it in at the switch (remote.c). */
+struct ferry_link {
+  int vgpu;        /* the vGPU it serves (messages, the flusher) */
+  char name[320];  /* for messages: the server URL, or the helper and its GPU */
   struct ferry_conn *conn;
   struct ferry_reader *reader; /* all receives go through it (under call_lock) */
 
@@ -48,11 +57,26 @@ struct ferry_vgpu {
 
   pthread_mutex_t call_lock; /* one SYNC request/reply in flight */
   int dead;                  /* connection lost: every call fails */
+  char goodbye[256];         /* the reason the peer gave when it ended the session */
+  int quiet;                 /* a migration's target: its caller reports refusals */
 
-  /* deferred device-to-host copies waiting for their data (under call_lock) */
+  /* deferred device-to-host copies waiting for their data (under send_lock) */
   struct ferry_deferred *deferred;
   size_t ndeferred, deferred_cap;
   uint64_t next_token;
+
+  /* a ferry-mhelper: its pid and GPU; it maps this program's shared host
+     arena, so copies name host addresses (hostmem.c) */
+  int helper_pid;
+  int helper_gpu;
+  struct ferry_staging *staging; /* pageable copies through shared memory */
+};
+
+struct ferry_vgpu {
+  int index;
+  struct ferry_url url;
+  char url_text[300]; /* the server it started on */
+  struct ferry_link link; /* where its calls go while not in-process */
 
   /* device facts from hello */
   char name[256];
@@ -68,11 +92,15 @@ struct ferry_vgpu {
   struct ferry_arena arena;
 
   /* migration (migrate.c, local.c). Every call holds `gate` shared while it
-     runs on the remote server; a migration holds it exclusively, so new
-     calls wait while the vGPU moves. Once `local` is set (never unset) calls
-     go to the in-process executor and skip the gate. */
+     runs over the link; a migration holds it exclusively, so new calls wait
+     while the vGPU moves. Once `local` is set (never unset) calls go to the
+     in-process executor and skip the gate; a vGPU moved onto a
+     ferry-mhelper keeps using the gate and its (new) link. */
   pthread_rwlock_t gate;
   int local;                 /* atomic */
+  int moved;                 /* atomic: it left its server (in-process or helper) */
+  int inproc_gpu;            /* the local GPU it runs on (or moves to) in this process, else -1
+                                (under migrate.c's lock) */
   struct ferry_local *lx;    /* the local executor, once local */
   struct ferry_recorder log; /* RECORD calls while remote */
   int log_broken;            /* a record was lost (out of memory): no migration */
@@ -80,7 +108,7 @@ struct ferry_vgpu {
   int placeholder;           /* the arena's PROT_NONE placeholder is in place */
   uint64_t launches;         /* for FERRY_MIGRATE_AT */
   struct ferry_vgpu_status mig; /* last migration (under ferry_mig_lock) */
-  uint64_t generation;       /* bumped when the vGPU switches to local (atomic) */
+  uint64_t generation;       /* bumped when the vGPU moves (atomic) */
   /* events last recorded before the migration: their times on the remote
      GPU, relative to the first of them (migrate.c, under pre_lock) */
   pthread_mutex_t pre_lock;
@@ -124,24 +152,42 @@ static inline cudaError_t ferry_ret(int err) {
 }
 
 /* ---- remote calls (remote.c) ---- */
-struct ferry_bulk {
-  const void *in;
-  uint64_t in_len;
-  void *out; /* BULK_OUT: the reply's bytes land here */
-  uint64_t out_len;
-};
 /* SYNC calls wait for the reply and return its status (or the latched
    async error); rets' str/blob fields stay valid until this thread's next
    call. ASYNC calls return 0 unless the vGPU is dead. */
 int ferry_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
                const struct ferry_bulk *bulk);
-/* the remote half of ferry_call, for migration (which holds the gate) */
-int ferry_remote_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
+/* ferry_call for calls only a ferry-mhelper takes (host_*): made only
+   while v runs on one, else FERRY_NOT_HELPER */
+#define FERRY_NOT_HELPER (-3)
+int ferry_helper_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
                       const struct ferry_bulk *bulk);
+/* ---- links (remote.c): the same for a vGPU's own link and for a
+   migration's target link, which nobody else sees yet ---- */
+void ferry_link_init(struct ferry_link *l, int vgpu, const char *name);
+/* a link's call (migration holds the gate); ASYNC frames of a link that is
+   not a vGPU's own leave at once (the flusher only knows vGPUs) */
+int ferry_link_call(struct ferry_link *l, unsigned call, const void *args, void *rets,
+                    const struct ferry_bulk *bulk);
 /* a SYNC request sent without waiting, and the reply read later (mem-sync
    pipelines its requests); the caller holds the gate exclusively */
-int ferry_remote_send(struct ferry_vgpu *v, unsigned call, const void *args);
-int ferry_remote_reply(struct ferry_vgpu *v, unsigned call, void *rets, const struct ferry_bulk *bulk);
+int ferry_link_send(struct ferry_link *l, unsigned call, const void *args);
+int ferry_link_reply(struct ferry_link *l, unsigned call, void *rets, const struct ferry_bulk *bulk);
+/* hello: the peer opens `gpu` and reserves the vGPU's arena; 0 or a
+   cudaError_t, the peer's reason logged */
+int ferry_link_hello(struct ferry_link *l, uint32_t gpu, uint64_t arena_base,
+                     struct ferry_hello_rets *r);
+/* ends the session (the peer frees what it held) and frees the link's
+   connection; l itself stays usable as a dead link */
+void ferry_link_close(struct ferry_link *l);
+/* the vGPU's own link takes over from's connection (its old one closed);
+   from is left empty. Callers hold the vGPU's gate exclusively. */
+void ferry_link_adopt(struct ferry_link *own, struct ferry_link *from);
+/* a link of a vGPU that is not in-process: the vGPU's own */
+static inline struct ferry_link *ferry_link_of(struct ferry_vgpu *v) { return &v->link; }
+static inline int ferry_dead(const struct ferry_vgpu *v) {
+  return __atomic_load_n(&v->link.dead, __ATOMIC_RELAXED);
+}
 /* Work that looked something up for v before its call (a module variable's
    address) declares the generation it looked at; a call that finds v moved
    since returns FERRY_STALE instead of running, and the caller looks again */
@@ -153,17 +199,27 @@ int ferry_stale(struct ferry_vgpu *v);
 int ferry_pre_elapsed(struct ferry_vgpu *v, uint32_t a, uint32_t b, float *ms, int *rc);
 /* an event recorded again (or destroyed) after the migration */
 void ferry_pre_forget(struct ferry_vgpu *v, uint32_t id);
-/* push buffered ASYNC frames to the socket now */
-int ferry_flush(struct ferry_vgpu *v);
+/* during a migration's drain: the remote times of events recorded so far */
+int ferry_pre_capture(struct ferry_vgpu *v);
+
+/* ---- ferry-mhelper processes (helper.c) ---- */
+/* starts a ferry-mhelper for v on local GPU gpu, connected to l over a
+   shared-memory channel, and opens the GPU there (hello): everything a
+   migration onto it needs before the program is held. 0, or a cudaError_t
+   with the reason in err (l is then closed). */
+int ferry_helper_start(struct ferry_vgpu *v, int gpu, struct ferry_link *l, char *err,
+                       size_t errlen);
+/* push buffered ASYNC frames to the connection now */
+int ferry_flush(struct ferry_link *l);
 /* register a host buffer that a later DEFERRED frame fills */
-uint64_t ferry_defer(struct ferry_vgpu *v, void *dst, uint64_t size);
+uint64_t ferry_defer(struct ferry_link *l, void *dst, uint64_t size);
 /* fills (p != NULL) and forgets a deferred buffer; -1 for an unknown token */
-int ferry_deferred_complete(struct ferry_vgpu *v, uint64_t token, const void *p, size_t n);
+int ferry_deferred_complete(struct ferry_link *l, uint64_t token, const void *p, size_t n);
 /* deferred copies still waiting for data */
-size_t ferry_deferred_pending(struct ferry_vgpu *v);
+size_t ferry_deferred_pending(struct ferry_link *l);
 int ferry_connect_vgpu(struct ferry_vgpu *v);
-/* after a refused hello: read and print the server's reason */
-void ferry_read_goodbye(struct ferry_vgpu *v);
+/* FERRY_TOKEN_FILE's secret, or NULL (init.c) */
+const char *ferry_client_token(void);
 void ferry_start_flusher(void);
 
 /* ---- streams and events (stream.c) ---- */
@@ -215,12 +271,37 @@ struct ferry_array {
 /* forget the arrays and texture/surface objects of a vGPU (after cudaDeviceReset) */
 void ferry_arrays_forget(int vgpu);
 
-/* ---- memory (memory.c) ---- */
-/* the vGPU whose arena holds p, or NULL (host memory) */
-struct ferry_vgpu *ferry_vgpu_of(const void *p);
+/* ---- host memory (hostmem.c) ---- */
+/* the shared host arena's memfd, or -1 with the reason in err */
+int ferry_host_arena_fd(char *err, size_t errlen);
+/* page-aligned memory in the shared host arena; NULL when there is none */
+void *ferry_host_shared_alloc(size_t size);
+void ferry_host_shared_free(void *p);
+/* p is pinned host memory (cudaMallocHost, cudaHostRegister) */
+int ferry_host_pinned(const void *p);
+/* [p, p + n) lies in one pinned block of the shared arena */
+int ferry_host_is_shared(const void *p, uint64_t n);
+/* v now runs on a ferry-mhelper: page-lock every shared pinned block there
+   (v's gate held; over its link) and every later one; 0 or a cudaError_t */
+int ferry_host_register_helper(struct ferry_vgpu *v);
+/* a migration onto a helper was undone, or the helper died */
+void ferry_host_forget_helper(int vgpu);
 /* page-locks the program's pinned host buffers with a local driver, so that
    its asynchronous copies stay asynchronous after a migration */
 void ferry_host_register_local(struct ferry_local *L);
+
+/* ---- copies through shared memory to a ferry-mhelper (shmcopy.c) ---- */
+/* staging buffers for l's pageable copies, page-locked in its helper */
+int ferry_staging_open(struct ferry_link *l, char *err, size_t errlen);
+void ferry_staging_free(struct ferry_staging *st);
+/* a 1D copy between host memory and v's device memory through shared
+   memory, when v runs on a helper and it pays; else FERRY_NOT_HELPER */
+int ferry_shared_copy(struct ferry_vgpu *v, void *dst, const void *src, uint64_t n, int to_device,
+                      uint32_t stream, int async);
+
+/* ---- memory (memory.c) ---- */
+/* the vGPU whose arena holds p, or NULL (host memory) */
+struct ferry_vgpu *ferry_vgpu_of(const void *p);
 /* set once the program took a module variable's address: a migration moves them */
 extern int ferry_symbol_address_taken;
 

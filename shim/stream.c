@@ -32,7 +32,7 @@ int ferry_stream_resolve(cudaStream_t s, int per_thread, struct ferry_vgpu **v, 
   if (!st) return cudaErrorInvalidResourceHandle;
   *v = &ferry.vgpus[st->vgpu];
   *id = st->id;
-  return (*v)->dead ? cudaErrorDevicesUnavailable : 0;
+  return ferry_dead(*v) ? cudaErrorDevicesUnavailable : 0;
 }
 
 int ferry_priority_range(struct ferry_vgpu *v, int *least, int *greatest) {
@@ -157,9 +157,10 @@ static cudaError_t stream_wait_event(cudaStream_t s, cudaEvent_t e, unsigned fla
   struct ferry_event *ev = ferry_handle_get(&ferry.events, (uintptr_t)e);
   if (!ev) return ferry_ret(cudaErrorInvalidResourceHandle);
   if (ev->vgpu != v->index) {
-    ferry_log("cudaStreamWaitEvent across two remote devices (%d and %d) is not supported",
-              ev->vgpu, v->index);
-    return ferry_ret(cudaErrorNotSupported);
+    /* two vGPUs share no queue: this thread waits for the event, so the
+       stream's later work starts after it, as CUDA orders it */
+    struct ferry_event_synchronize_args w = {ev->id};
+    return ferry_ret(ferry_call(&ferry.vgpus[ev->vgpu], FERRY_CALL_event_synchronize, &w, NULL, NULL));
   }
   a.event = ev->id;
   return ferry_ret(ferry_call(v, FERRY_CALL_stream_wait_event, &a, NULL, NULL));
@@ -210,7 +211,7 @@ static int event_of(cudaEvent_t e, struct ferry_event **ev) {
   if (err) return err;
   *ev = ferry_handle_get(&ferry.events, (uintptr_t)e);
   if (!*ev) return cudaErrorInvalidResourceHandle;
-  return ferry.vgpus[(*ev)->vgpu].dead ? cudaErrorDevicesUnavailable : 0;
+  return ferry_dead(&ferry.vgpus[(*ev)->vgpu]) ? cudaErrorDevicesUnavailable : 0;
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
@@ -220,7 +221,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
   if (!ev) return ferry_ret(cudaErrorInvalidResourceHandle);
   struct ferry_event_destroy_args a = {ev->id};
   int rc = ferry_call(&ferry.vgpus[ev->vgpu], FERRY_CALL_event_destroy, &a, NULL, NULL);
-  if (ferry_is_local(&ferry.vgpus[ev->vgpu])) ferry_pre_forget(&ferry.vgpus[ev->vgpu], ev->id);
+  ferry_pre_forget(&ferry.vgpus[ev->vgpu], ev->id);
   free(ev);
   return ferry_ret(rc);
 }
@@ -234,7 +235,7 @@ static cudaError_t event_record(cudaEvent_t e, cudaStream_t s, int per_thread) {
   if ((rc = ferry_stream_resolve(s, per_thread, &v, &a.stream))) return ferry_ret(rc);
   if (v->index != ev->vgpu) return ferry_ret(cudaErrorInvalidResourceHandle);
   rc = ferry_call(v, FERRY_CALL_event_record, &a, NULL, NULL);
-  if (!rc && ferry_is_local(v)) ferry_pre_forget(v, ev->id);
+  if (!rc) ferry_pre_forget(v, ev->id);
   return ferry_ret(rc);
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return event_record(e, s, 0); }

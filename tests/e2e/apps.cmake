@@ -3,7 +3,7 @@
 # end-to-end cases: app -> shim -> tcp -> ferry-server -> executor -> sim.
 find_program(FERRY_NVCC nvcc HINTS ${CUDA_HOME}/bin REQUIRED)
 set(FERRY_APP_DIR ${CMAKE_BINARY_DIR}/tests/apps)
-set(FERRY_APPS vecadd api_tour long_run unsupported arrays migrate_iter migrate_threads)
+set(FERRY_APPS vecadd api_tour long_run unsupported arrays migrate_iter migrate_threads multi_gpu)
 set(FERRY_APP_BINARIES)
 foreach(app ${FERRY_APPS})
   add_custom_command(

@@ -9,21 +9,11 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-e2e.XXXXXX")
 e2e_name=e2e
 . "$(dirname "$0")/lib.sh"
 
-# run NAME ARGS...: the app through `ferry run`, output in $work/NAME.out/.err
-run_app() {
-  name=$1
-  shift
-  app timeout 120 "$bin/ferry" run -- "$apps/$name" "$@" >"$work/$name.out" 2>"$work/$name.err"
-  echo $?
-}
-
-expect_in() { grep -q -- "$2" "$work/$1" || fail "'$2' not found in $1"; }
-
 case $case_name in
 vecadd)
   start_sim_server
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
-  rc=$(run_app vecadd 100000 5)
+  rc=$(run vecadd vecadd 100000 5)
   [ "$rc" = 0 ] || fail "vecadd exited $rc"
   expect_in vecadd.out "PASSED"
   expect_in vecadd.out "ferry CPU simulation"
@@ -31,7 +21,7 @@ vecadd)
 api_tour)
   start_sim_server
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
-  rc=$(run_app api_tour)
+  rc=$(run api_tour api_tour)
   [ "$rc" = 0 ] || fail "api_tour exited $rc"
   expect_in api_tour.out " 0 failed"
   expect_in api_tour.out "hello from the GPU, tag 42"
@@ -39,7 +29,7 @@ api_tour)
 unsupported)
   start_sim_server
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
-  rc=$(run_app unsupported)
+  rc=$(run unsupported unsupported)
   [ "$rc" = 0 ] || fail "unsupported exited $rc"
   expect_in unsupported.out "PASSED"
   expect_in unsupported.out "past_end=cudaErrorInvalidValue"
@@ -57,7 +47,7 @@ unsupported)
 rcuda)
   start_sim_server
   export RCUDA_DEVICE_COUNT=1 RCUDA_DEVICE_0=127.0.0.1@$port:0
-  rc=$(run_app vecadd 5000 3)
+  rc=$(run vecadd vecadd 5000 3)
   [ "$rc" = 0 ] || fail "vecadd over RCUDA_* variables exited $rc"
   expect_in vecadd.out "PASSED"
   ;;
@@ -72,7 +62,7 @@ two_devices)
   # two vGPUs served by two sessions; api_tour runs on device 0, vecadd
   # proves device 1 answers
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0,tcp://127.0.0.1:$port/0
-  rc=$(run_app api_tour)
+  rc=$(run api_tour api_tour)
   [ "$rc" = 0 ] || fail "api_tour with two devices exited $rc"
   ;;
 no_config)
@@ -89,7 +79,7 @@ no_server)
   kill "$server_pid"; wait "$server_pid" 2>/dev/null; server_pid=
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
   start=$(date +%s)
-  rc=$(run_app vecadd 1000 1)
+  rc=$(run vecadd vecadd 1000 1)
   [ "$rc" != 0 ] || fail "vecadd succeeded without a server"
   [ "$rc" != 124 ] || fail "vecadd hung"
   [ $(( $(date +%s) - start )) -lt 20 ] || fail "took too long to fail"
@@ -99,7 +89,7 @@ no_server)
 bad_gpu)
   start_sim_server
   export FERRY_DEVICES=tcp://127.0.0.1:$port/7
-  rc=$(run_app vecadd 1000 1)
+  rc=$(run vecadd vecadd 1000 1)
   [ "$rc" != 0 ] || fail "vecadd succeeded on GPU 7"
   expect_in vecadd.err "out of range"
   ;;
@@ -138,14 +128,14 @@ token)
   chmod 600 "$work/token"
   start_sim_server --token-file "$work/token"
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
-  rc=$(run_app vecadd 1000 1)
+  rc=$(run vecadd vecadd 1000 1)
   [ "$rc" != 0 ] || fail "vecadd ran without the token"
   expect_in vecadd.err "authentication failed: no token"
   printf 'wrong-token-wrong-token-wrong\n' >"$work/bad"
-  rc=$(FERRY_TOKEN_FILE=$work/bad run_app vecadd 1000 1)
+  rc=$(FERRY_TOKEN_FILE=$work/bad run vecadd vecadd 1000 1)
   [ "$rc" != 0 ] || fail "vecadd ran with a wrong token"
   expect_in vecadd.err "authentication failed: wrong token"
-  rc=$(FERRY_TOKEN_FILE=$work/token run_app vecadd 1000 1)
+  rc=$(FERRY_TOKEN_FILE=$work/token run vecadd vecadd 1000 1)
   [ "$rc" = 0 ] || fail "vecadd with the token exited $rc"
   expect_in vecadd.out "PASSED"
   ;;
@@ -153,7 +143,7 @@ arrays)
   # CUDA arrays, 2D/3D copies, texture and surface objects (no kernels)
   start_sim_server
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
-  rc=$(run_app arrays)
+  rc=$(run arrays arrays)
   [ "$rc" = 0 ] || fail "arrays exited $rc"
   expect_in arrays.out "arrays: 0 failed"
   expect_in arrays.out "PASSED"

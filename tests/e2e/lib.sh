@@ -13,10 +13,11 @@ fi
 # app CMD...: runs a CUDA program (with the sanitizer runtime when needed)
 app() { LD_PRELOAD="${FERRY_PRELOAD:-}" "$@"; }
 server_pid=
+server_pids=
 bg_pid=
 cleanup() {
   [ -n "$bg_pid" ] && kill "$bg_pid" 2>/dev/null && wait "$bg_pid" 2>/dev/null
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  for s in $server_pids; do kill "$s" 2>/dev/null && wait "$s" 2>/dev/null; done
   rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
@@ -31,12 +32,16 @@ fail() {
 
 # start_sim_server [ARGS...]: ferry-server on the simulation, port 0; sets $port
 start_sim_server() {
+  # several servers share server.log: this one's port is the next line that says it listens
+  before=$(grep -c "listening on tcp://" "$work/server.log" 2>/dev/null)
   "$bin/ferry-server" --listen tcp://127.0.0.1:0 --backend sim \
-    --sim-kernels "$apps/app_twins.so" "$@" 2>"$work/server.log" &
+    --sim-kernels "$apps/app_twins.so" "$@" 2>>"$work/server.log" &
   server_pid=$!
+  server_pids="$server_pids $server_pid"
   i=0
   while [ $i -lt 100 ]; do
-    port=$(sed -n 's/.*listening on tcp:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server.log" | head -n 1)
+    port=$(sed -n 's/.*listening on tcp:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server.log" |
+      sed -n "$((${before:-0} + 1))p")
     [ -n "$port" ] && return 0
     kill -0 "$server_pid" 2>/dev/null || fail "ferry-server did not start"
     sleep 0.1
@@ -44,3 +49,90 @@ start_sim_server() {
   done
   fail "ferry-server did not report its port"
 }
+
+# ---- programs through `ferry run`, in the foreground or the background ----
+# (the caller has set FERRY_DEVICES; ctl_client is tests/e2e/ctl_client)
+ctl_client=$build/tests/e2e/ctl_client
+
+# run LABEL APP ARGS...: the app through `ferry run`, output in
+# $work/LABEL.out and .err; prints the exit status
+run() {
+  label=$1 name=$2
+  shift 2
+  app timeout 120 "$bin/ferry" run -- "$apps/$name" "$@" >"$work/$label.out" 2>"$work/$label.err"
+  echo $?
+}
+
+# start LABEL APP ARGS...: the same in the background; once the program
+# says it runs, $pid is its process id and $sock its control socket
+start() {
+  label=$1 name=$2
+  shift 2
+  app timeout 150 "$bin/ferry" run -- "$apps/$name" "$@" >"$work/$label.out" 2>"$work/$label.err" &
+  bg_pid=$!
+  wait_for "$label to run" grep -q "running pid" "$work/$label.out"
+  pid=$(sed -n 's/.* running pid \([0-9]*\).*/\1/p' "$work/$label.out")
+  sock=$work/ferry-$pid.sock
+  wait_for "the control socket of $label" test -S "$sock"
+}
+
+# finish: stops the background program (its STOP_FILE); $rc is its exit status
+finish() {
+  touch "$work/stop"
+  wait "$bg_pid"
+  rc=$?
+  bg_pid=
+  rm -f "$work/stop"
+}
+
+# running PID: the process exists and has not exited (a zombie has)
+running() {
+  case $(ps -o stat= -p "$1" 2>/dev/null) in
+  '' | Z*) return 1 ;;
+  esac
+}
+
+# wait_for WHAT CMD...: polls CMD for up to 60 s
+wait_for() {
+  what=$1
+  shift
+  i=0
+  until "$@" 2>/dev/null; do
+    [ -z "$bg_pid" ] || running "$bg_pid" || fail "the program ended while waiting for $what"
+    i=$((i + 1))
+    [ $i -lt 600 ] || fail "timed out waiting for $what"
+    sleep 0.1
+  done
+}
+
+expect_in() { grep -q -- "$2" "$work/$1" || fail "'$2' not found in $1"; }
+expect_not_in() { ! grep -q -- "$2" "$work/$1" || fail "'$2' found in $1"; }
+value() { sed -n "s/^$2: //p" "$work/$1.out" | head -n 1; }
+
+# passed LABEL RC: the program exited 0 and its own checks passed
+passed() {
+  [ "$2" = 0 ] || fail "$1 exited $2"
+  expect_in "$1.out" "^PASSED"
+}
+
+# status_json: `ferry status --pid $pid --json` into $work/status.log, on one line
+status_json() {
+  "$bin/ferry" status --pid "$pid" --json >"$work/status.json" 2>&1 ||
+    fail "ferry status --pid $pid --json exited $?"
+  tr -d '\n' <"$work/status.json" >"$work/status.log"
+}
+json_has() { grep -q -- "\"$1\": *$2" "$work/status.log" || fail "status lacks \"$1\": $2"; }
+
+# ask LINE: one request on a raw connection to $sock; $reply is its one reply line
+ask() {
+  printf '%s\n' "$1" | "$ctl_client" "$sock" >"$work/reply.log" 2>&1 ||
+    fail "no reply to '$1'"
+  [ "$(wc -l <"$work/reply.log")" = 1 ] || fail "'$1' got not exactly one reply line"
+  reply=$(cat "$work/reply.log")
+}
+# expect_reply LINE PATTERN: the reply to LINE matches the extended regex PATTERN
+expect_reply() {
+  ask "$1"
+  echo "$reply" | grep -Eq -- "$2" || fail "'$1' got '$reply', expected /$2/"
+}
+

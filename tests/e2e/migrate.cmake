@@ -12,3 +12,20 @@ foreach(case ${FERRY_MIGRATE_CASES})
            COMMAND sh ${CMAKE_SOURCE_DIR}/tests/e2e/migrate.sh ${CMAKE_BINARY_DIR} ${case})
   set_tests_properties(e2e_migrate_${case} PROPERTIES TIMEOUT 180)
 endforeach()
+
+# the same with every migration onto a ferry-mhelper (shared-memory channel,
+# pinned and pageable copies through shared host memory)
+foreach(case at_random threads control)
+  add_test(NAME e2e_migrate_${case}_helper
+           COMMAND sh ${CMAKE_SOURCE_DIR}/tests/e2e/migrate.sh ${CMAKE_BINARY_DIR} ${case}_helper)
+  set_tests_properties(e2e_migrate_${case}_helper PROPERTIES TIMEOUT 180)
+endforeach()
+
+# multi-GPU programs: several vGPUs, moved one by one, in-process and helpers
+set(FERRY_MULTIGPU_CASES remote orders policies control helper_killed program_killed bad_input
+    helper_faults)
+foreach(case ${FERRY_MULTIGPU_CASES})
+  add_test(NAME e2e_multigpu_${case}
+           COMMAND sh ${CMAKE_SOURCE_DIR}/tests/e2e/multigpu.sh ${CMAKE_BINARY_DIR} ${case})
+  set_tests_properties(e2e_multigpu_${case} PROPERTIES TIMEOUT 240)
+endforeach()

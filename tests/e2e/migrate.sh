@@ -9,80 +9,27 @@
 set -u
 build=$(cd "$1" && pwd)
 case_name=$2
-ctl_client=$build/tests/e2e/ctl_client
+# CASE_helper: the same case, every migration onto a ferry-mhelper
+helper_policy=
+case $case_name in
+*_helper) case_name=${case_name%_helper} helper_policy=always ;;
+esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-mig.XXXXXX")
 e2e_name="e2e migrate"
 . "$(dirname "$0")/lib.sh"
 # the "local GPU" is the CPU simulation in the app's process; sockets of
 # these programs go to $work, where `ferry ls` looks too
 export FERRY_LOCAL_BACKEND=sim FERRY_SIM_KERNELS="$apps/app_twins.so" FERRY_CONTROL_DIR="$work"
-unset FERRY_MIGRATE_AT FERRY_FAULT FERRY_SIM_TOTAL_MEM
+unset FERRY_MIGRATE_AT FERRY_FAULT FERRY_SIM_TOTAL_MEM FERRY_MHELPER
+# (pageable copies through shared memory split across threads, as on a big node)
+[ -z "$helper_policy" ] || export FERRY_MHELPER=$helper_policy FERRY_COPY_THREADS=3
+moved_backend=${helper_policy:+helper}
+moved_backend=${moved_backend:-local}
 
 # start_server: lib.sh's, with FERRY_DEVICES pointing at it
 start_server() {
   start_sim_server
   export FERRY_DEVICES="tcp://127.0.0.1:$port/0"
-}
-
-# run LABEL APP ARGS...: the app through `ferry run`, output in
-# $work/LABEL.out and .err; prints the exit status
-run() {
-  label=$1 name=$2
-  shift 2
-  app timeout 120 "$bin/ferry" run -- "$apps/$name" "$@" >"$work/$label.out" 2>"$work/$label.err"
-  echo $?
-}
-
-# start LABEL APP ARGS...: the same in the background; once the program
-# says it runs, $pid is its process id and $sock its control socket
-start() {
-  label=$1 name=$2
-  shift 2
-  app timeout 150 "$bin/ferry" run -- "$apps/$name" "$@" >"$work/$label.out" 2>"$work/$label.err" &
-  bg_pid=$!
-  wait_for "$label to run" grep -q "running pid" "$work/$label.out"
-  pid=$(sed -n 's/.* running pid \([0-9]*\).*/\1/p' "$work/$label.out")
-  sock=$work/ferry-$pid.sock
-  wait_for "the control socket of $label" test -S "$sock"
-}
-
-# finish: stops the background program (its STOP_FILE); $rc is its exit status
-finish() {
-  touch "$work/stop"
-  wait "$bg_pid"
-  rc=$?
-  bg_pid=
-  rm -f "$work/stop"
-}
-
-# running PID: the process exists and has not exited (a zombie has)
-running() {
-  case $(ps -o stat= -p "$1" 2>/dev/null) in
-  '' | Z*) return 1 ;;
-  esac
-}
-
-# wait_for WHAT CMD...: polls CMD for up to 60 s
-wait_for() {
-  what=$1
-  shift
-  i=0
-  until "$@" 2>/dev/null; do
-    [ -z "$bg_pid" ] || running "$bg_pid" || fail "the program ended while waiting for $what"
-    i=$((i + 1))
-    [ $i -lt 600 ] || fail "timed out waiting for $what"
-    sleep 0.1
-  done
-}
-
-expect_in() { grep -q -- "$2" "$work/$1" || fail "'$2' not found in $1"; }
-expect_not_in() { ! grep -q -- "$2" "$work/$1" || fail "'$2' found in $1"; }
-value() { sed -n "s/^$2: //p" "$work/$1.out" | head -n 1; }
-
-# passed LABEL RC: the program exited 0 and its own checks passed
-passed() {
-  [ "$2" = 0 ] || fail "$1 exited $2"
-  expect_in "$1.out" "^PASSED"
 }
 
 # reference N: migrate_iter N without migration; $want is its checksum
@@ -108,6 +55,7 @@ migrated() {
   expect_not_in "$1.err" "migration of device .* failed"
   n=$(grep -c "now runs on local GPU" "$work/$1.err")
   [ "$n" = 1 ] || fail "$1: $n migration messages, expected 1"
+  [ -z "$helper_policy" ] || expect_in "$1.err" "now runs on local GPU ${2:-0} in ferry-mhelper pid"
   if grep -q "^device memory in use at exit" "$work/$1.out"; then
     expect_in "$1.out" "^device memory in use at exit: 0$"
   fi
@@ -121,27 +69,6 @@ failed_once() {
   [ "$(echo "$line" | wc -l)" = 1 ] || fail "$1: more than one failure line"
   reason=${line#*failed: }
   [ -n "$reason" ] || fail "$1: the failure gives no reason"
-}
-
-# status_json: `ferry status --pid $pid --json` into $work/status.log, on one line
-status_json() {
-  "$bin/ferry" status --pid "$pid" --json >"$work/status.json" 2>&1 ||
-    fail "ferry status --pid $pid --json exited $?"
-  tr -d '\n' <"$work/status.json" >"$work/status.log"
-}
-json_has() { grep -q -- "\"$1\": *$2" "$work/status.log" || fail "status lacks \"$1\": $2"; }
-
-# ask LINE: one request on a raw connection to $sock; $reply is its one reply line
-ask() {
-  printf '%s\n' "$1" | "$ctl_client" "$sock" >"$work/reply.log" 2>&1 ||
-    fail "no reply to '$1'"
-  [ "$(wc -l <"$work/reply.log")" = 1 ] || fail "'$1' got not exactly one reply line"
-  reply=$(cat "$work/reply.log")
-}
-# expect_reply LINE PATTERN: the reply to LINE matches the extended regex PATTERN
-expect_reply() {
-  ask "$1"
-  echo "$reply" | grep -Eq -- "$2" || fail "'$1' got '$reply', expected /$2/"
 }
 
 # launch counts at which to migrate: 25/50/75% of L, both ends, past the
@@ -228,7 +155,7 @@ control)
   # the real one
   "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/migrate.log" 2>&1 || fail "ferry migrate exited $?"
   status_json
-  json_has backend '"local"'
+  json_has backend "\"$moved_backend\""
   json_has state '"done"'
   # the remote session is closed (this program's was the only one so far)
   wait_for "the remote session to end" grep -q "session from .* ended" "$work/server.log"

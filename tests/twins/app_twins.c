@@ -226,6 +226,63 @@ static void mt_step(const struct ferry_twin_thread *t, const unsigned char *para
   FOR_BLOCK_THREADS(t, i) if ((int)i < n) x[i] = x[i] * 747796405u + salt + i;
 }
 
+/* ---- tests/apps/multi_gpu.cu ----
+   Per-block twins too; every vGPU loads the module itself, so mg_coef,
+   mg_round and mg_acc are per device, as in CUDA. */
+
+/* mg_stir(unsigned *big, int n): big[i] = (big[i] ^ mg_coef[i & 15]) * 2654435761 + mg_round + i */
+static void mg_stir(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *big = ARG(unsigned *, 0);
+  int n = ARG(int, 8);
+  const unsigned *coef = t->global(t, "mg_coef");
+  const unsigned *round = t->global(t, "mg_round");
+  if (!coef || !round) return;
+  FOR_BLOCK_THREADS(t, i) if ((int)i < n) big[i] = (big[i] ^ coef[i & 15]) * 2654435761u + *round + i;
+}
+
+/* mg_mix(unsigned *small, int ns, const unsigned *big, int nb): atomicAdd into mg_acc */
+static void mg_mix(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *small = ARG(unsigned *, 0);
+  int ns = ARG(int, 8);
+  const unsigned *big = ARG(const unsigned *, 16);
+  int nb = ARG(int, 24);
+  const unsigned *coef = t->global(t, "mg_coef");
+  unsigned long long *acc = t->global(t, "mg_acc");
+  if (!coef || !acc) return;
+  FOR_BLOCK_THREADS(t, i) {
+    if ((int)i >= ns) continue;
+    unsigned v = small[i] * 747796405u + big[i * 1031u % (unsigned)nb] + coef[(i >> 4) & 15];
+    v ^= v >> 13;
+    small[i] = v;
+    __atomic_fetch_add(acc, (unsigned long long)v, __ATOMIC_RELAXED);
+  }
+}
+
+/* mg_spread(unsigned *big, int nb, const unsigned *small, int ns, unsigned k) */
+static void mg_spread(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *big = ARG(unsigned *, 0);
+  int nb = ARG(int, 8);
+  const unsigned *small = ARG(const unsigned *, 16);
+  int ns = ARG(int, 24);
+  unsigned k = ARG(unsigned, 28);
+  FOR_BLOCK_THREADS(t, i) if ((int)i < nb) big[i] += (small[(int)i % ns] ^ i) * 3u + k;
+}
+
+/* mg_fold(unsigned *big, int nb, const unsigned *halo, int nh): the halo onto big's last nh words */
+static void mg_fold(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *big = ARG(unsigned *, 0);
+  int nb = ARG(int, 8);
+  const unsigned *halo = ARG(const unsigned *, 16);
+  int nh = ARG(int, 24);
+  const unsigned *round = t->global(t, "mg_round");
+  if (!round) return;
+  FOR_BLOCK_THREADS(t, i) {
+    if ((int)i >= nh) continue;
+    int j = nb - nh + (int)i;
+    big[j] = (big[j] ^ halo[i]) * 9u + *round;
+  }
+}
+
 const struct ferry_twin ferry_twins[] = {
     {"_Z6vecAddPKfS0_Pfi", vec_add, 0, 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}},
     {"fill_index", fill_index, 0, 3, {{0, 8}, {8, 4}, {12, 4}}},
@@ -246,6 +303,10 @@ const struct ferry_twin ferry_twins[] = {
     {"_Z9mi_sampleyPjii", mi_sample, 1, 4, {{0, 8}, {8, 8}, {16, 4}, {20, 4}}},
     {"_Z9mi_gatherPKfPjii", mi_gather, 1, 4, {{0, 8}, {8, 8}, {16, 4}, {20, 4}}},
     {"_Z7mt_stepPjij", mt_step, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
+    {"_Z7mg_stirPji", mg_stir, 1, 2, {{0, 8}, {8, 4}}},
+    {"_Z6mg_mixPjiPKji", mg_mix, 1, 4, {{0, 8}, {8, 4}, {16, 8}, {24, 4}}},
+    {"_Z9mg_spreadPjiPKjij", mg_spread, 1, 5, {{0, 8}, {8, 4}, {16, 8}, {24, 4}, {28, 4}}},
+    {"_Z7mg_foldPjiPKji", mg_fold, 1, 4, {{0, 8}, {8, 4}, {16, 8}, {24, 4}}},
     {NULL, NULL, 0, 0, {{0, 0}}},
 };
 
@@ -255,5 +316,8 @@ const struct ferry_twin_var ferry_twin_vars[] = {
     {"mi_coef", 16 * sizeof(unsigned)},
     {"mi_round", sizeof(unsigned)},
     {"mi_acc", sizeof(unsigned long long)},
+    {"mg_coef", 16 * sizeof(unsigned)},
+    {"mg_round", sizeof(unsigned)},
+    {"mg_acc", sizeof(unsigned long long)},
     {NULL, 0},
 };

@@ -65,6 +65,7 @@ static void reset_doubles(void) {
     dbl[i].records = 10 + (uint64_t)i;
     dbl[i].regions = 2;
     dbl[i].live_bytes = 4096;
+    dbl[i].local_gpu = -1;
   }
   migrate_calls = 0;
   last_vgpu = last_gpu = -1;
@@ -135,9 +136,11 @@ int ferry_migrate(int vgpu, int local_gpu, char *err, size_t errlen) {
   s->phase = FERRY_PHASE_SWITCH;
   s->bytes_done = s->bytes_total;
   s->local = 1;
+  s->local_gpu = local_gpu;
   snprintf(s->where, sizeof s->where, "local GPU %d (Sim)", local_gpu);
   for (int i = 0; i < FERRY_PHASE_COUNT; i++) s->phase_ms[i] = i + 0.5;
   s->total_ms = 12.5;
+  s->pause_ms = 10.25;
   s->launch_at_start = 5;
   s->records_replayed = 12;
   s->modules_replayed = 1;
@@ -328,13 +331,16 @@ static void test_help(void **state) {
 static void test_status_json(void **state) {
   (void)state;
   reset_doubles();
+  dbl[0].local_gpu = -1;
   dbl[1].local = 1;
+  dbl[1].local_gpu = 0;
   snprintf(dbl[1].where, sizeof dbl[1].where, "local GPU 0 (Sim)");
   dbl[1].state = FERRY_MIG_DONE;
   dbl[1].phase = FERRY_PHASE_SWITCH;
   dbl[1].bytes_done = dbl[1].bytes_total = 4096;
   for (int i = 0; i < FERRY_PHASE_COUNT; i++) dbl[1].phase_ms[i] = i * 1.25;
   dbl[1].total_ms = 26.25;
+  dbl[1].pause_ms = 20.5;
   dbl[1].launches = 40;
   dbl[1].launch_at_start = 20;
   dbl[1].records_replayed = 11;
@@ -347,18 +353,22 @@ static void test_status_json(void **state) {
   char expect[4096];
   snprintf(expect, sizeof expect,
            "ok {\"pid\":%d,\"vgpus\":["
-           "{\"index\":0,\"backend\":\"remote\",\"where\":\"tcp://gpunode:7420/0\",\"records\":10,"
+           "{\"index\":0,\"backend\":\"remote\",\"local_gpu\":-1,\"helper_pid\":0,"
+           "\"where\":\"tcp://gpunode:7420/0\",\"records\":10,"
            "\"regions\":2,\"live_bytes\":4096,\"launches\":0,\"migration\":{\"state\":\"none\","
            "\"phase\":null,\"bytes_done\":0,\"bytes_total\":0,\"phase_ms\":{\"hold\":0.000,"
            "\"drain\":0.000,\"setup\":0.000,\"replay\":0.000,\"memsync\":0.000,\"vars\":0.000,"
-           "\"switch\":0.000},\"total_ms\":0.000,\"launch_at_start\":0,\"records_replayed\":0,"
+           "\"switch\":0.000},\"total_ms\":0.000,\"pause_ms\":0.000,\"launch_at_start\":0,"
+           "\"records_replayed\":0,"
            "\"modules_replayed\":0,\"replay_module_ms\":0.000,\"replay_other_ms\":0.000,"
            "\"bytes_copied\":0,\"ranges_copied\":0,\"requests\":0,\"error\":\"\"}},"
-           "{\"index\":1,\"backend\":\"local\",\"where\":\"local GPU 0 (Sim)\",\"records\":11,"
+           "{\"index\":1,\"backend\":\"local\",\"local_gpu\":0,\"helper_pid\":0,"
+           "\"where\":\"local GPU 0 (Sim)\",\"records\":11,"
            "\"regions\":2,\"live_bytes\":4096,\"launches\":40,\"migration\":{\"state\":\"done\","
            "\"phase\":\"switch\",\"bytes_done\":4096,\"bytes_total\":4096,\"phase_ms\":{"
            "\"hold\":0.000,\"drain\":1.250,\"setup\":2.500,\"replay\":3.750,\"memsync\":5.000,"
-           "\"vars\":6.250,\"switch\":7.500},\"total_ms\":26.250,\"launch_at_start\":20,"
+           "\"vars\":6.250,\"switch\":7.500},\"total_ms\":26.250,\"pause_ms\":20.500,"
+           "\"launch_at_start\":20,"
            "\"records_replayed\":11,\"modules_replayed\":1,\"replay_module_ms\":3.000,"
            "\"replay_other_ms\":0.750,\"bytes_copied\":8192,\"ranges_copied\":1,\"requests\":3,"
            "\"error\":\"\"}}]}",
@@ -638,7 +648,7 @@ static void test_socket_status_during_migrate(void **state) {
   sem_post(&release);
   char r[256];
   assert_string_equal(read_line(m, r, sizeof r), "ok vgpu 0 now on local GPU 1 (12.5 ms)");
-  assert_non_null(strstr(ask(s, "status\n"), "\"backend\":\"local\",\"where\":\"local GPU 1 (Sim)\""));
+  assert_non_null(strstr(ask(s, "status\n"), "\"backend\":\"local\",\"local_gpu\":1,\"helper_pid\":0,\"where\":\"local GPU 1 (Sim)\""));
   close(m);
   close(s);
 }
@@ -892,7 +902,8 @@ static void test_cli_migrate(void **state) {
   assert_non_null(strstr(r->err, "ferry: vgpu 0 memsync 3.0/4.0 GiB (75%)\n"));
   r = cli("status", "--pid", pid, NULL, NULL, NULL);
   assert_non_null(strstr(r->out, "vGPU 0  local  local GPU 1 (Sim)\n"));
-  assert_non_null(strstr(r->out, "  migration: done in 12.5 ms (hold 0.5, drain 1.5, setup 2.5, "
+  assert_non_null(strstr(r->out, "  migration: done in 12.5 ms, the program held 10.2 ms (hold 0.5, "
+                                 "drain 1.5, setup 2.5, "
                                  "replay 3.5, memsync 4.5, vars 5.5, switch 6.5 ms)\n"
                                  "             at launch 5; replayed 12 records, 1 modules (2.0 ms, "
                                  "rest 0.5 ms); copied 4.0 GiB in 2 ranges, 1 requests\n"));

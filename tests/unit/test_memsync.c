@@ -103,7 +103,25 @@ static struct ferry_exec *open_sim(void) {
   assert_non_null(d);
   struct ferry_exec *ex = ferry_exec_open(d, 0, ARENA, ARENA_SIZE, err, sizeof err);
   assert_non_null(ex);
+  ferry_exec_allow_host(ex, 0, UINT64_MAX); /* as inside the program */
   return ex;
+}
+
+/* the buffers mem-sync fills and copies from (the caller's, as in the shim) */
+static void *bufs[8];
+static void give_buffers(struct ferry_memsync_opts *o) {
+  for (unsigned i = 0; i < 8; i++) {
+    free(bufs[i]);
+    bufs[i] = malloc(o->batch_bytes);
+  }
+  o->bufs = bufs;
+}
+
+static int run(struct ferry_exec *ex, const uint64_t *pairs, size_t n,
+               const struct ferry_memsync_source *src, const struct ferry_memsync_opts *o,
+               struct ferry_memsync_stats *st, char *err, size_t errlen) {
+  struct ferry_target t = ferry_exec_target(ex);
+  return ferry_memsync_run(&t, pairs, n, src, o, st, err, errlen);
 }
 
 static void map(struct ferry_exec *ex, uint64_t addr, uint64_t size) {
@@ -138,11 +156,12 @@ static void copies_every_byte_in_pipelined_batches(void **state) {
   ferry_memsync_defaults(&o);
   o.batch_bytes = 1 * MiB; /* many batches, to exercise the pipeline */
   o.buffers = 3;
+  give_buffers(&o);
   struct fake_src s = {0};
   struct ferry_memsync_source src = {fake_request, fake_receive, &s};
   struct ferry_memsync_stats st;
   char err[256] = "";
-  assert_int_equal(ferry_memsync_run(ex, pairs, (size_t)np, &src, &o, &st, err, sizeof err), 0);
+  assert_int_equal(run(ex, pairs, (size_t)np, &src, &o, &st, err, sizeof err), 0);
   assert_int_equal(s.received, s.sent);
   assert_int_equal(s.max_in_flight, 3);
   assert_int_equal(st.bytes, 1023 * 1024ull + 1000 + 7 * MiB + 3);
@@ -160,11 +179,12 @@ static void failed_transfer_still_reads_every_answer(void **state) {
   struct ferry_memsync_opts o;
   ferry_memsync_defaults(&o);
   o.batch_bytes = 1 * MiB;
+  give_buffers(&o);
   struct fake_src s = {.fail_at = 2};
   struct ferry_memsync_source src = {fake_request, fake_receive, &s};
   struct ferry_memsync_stats st;
   char err[256] = "";
-  assert_int_not_equal(ferry_memsync_run(ex, pairs, 1, &src, &o, &st, err, sizeof err), 0);
+  assert_int_not_equal(run(ex, pairs, 1, &src, &o, &st, err, sizeof err), 0);
   assert_non_null(strstr(err, "transfer 2 of 8 failed"));
   assert_int_equal(s.received, s.sent); /* the connection stays in step */
   ferry_exec_close(ex);
@@ -176,18 +196,67 @@ static void local_copy_failure_is_reported(void **state) {
   uint64_t pairs[] = {ARENA + 64 * MiB, 1 * MiB}; /* never mapped on the local side */
   struct ferry_memsync_opts o;
   ferry_memsync_defaults(&o);
+  give_buffers(&o);
   struct fake_src s = {0};
   struct ferry_memsync_source src = {fake_request, fake_receive, &s};
   struct ferry_memsync_stats st;
   char err[256] = "";
-  assert_int_not_equal(ferry_memsync_run(ex, pairs, 1, &src, &o, &st, err, sizeof err), 0);
-  assert_non_null(strstr(err, "local GPU"));
+  assert_int_not_equal(run(ex, pairs, 1, &src, &o, &st, err, sizeof err), 0);
+  assert_non_null(strstr(err, "target GPU"));
   assert_int_equal(s.received, s.sent);
+  ferry_exec_close(ex);
+}
+
+static void buffers_are_required(void **state) {
+  (void)state;
+  struct ferry_exec *ex = open_sim();
+  map(ex, ARENA, 2 * MiB);
+  uint64_t pairs[] = {ARENA, 1 * MiB};
+  struct ferry_memsync_opts o;
+  ferry_memsync_defaults(&o);
+  struct fake_src s = {0};
+  struct ferry_memsync_source src = {fake_request, fake_receive, &s};
+  struct ferry_memsync_stats st;
+  char err[256] = "";
+  assert_int_not_equal(run(ex, pairs, 1, &src, &o, &st, err, sizeof err), 0);
+  assert_non_null(strstr(err, "buffer"));
+  assert_int_equal(s.sent, 0); /* nothing was asked of the source */
+  ferry_exec_close(ex);
+}
+
+/* the executor of a server shares no host memory: a copy naming a host
+   address is refused as a violation, never followed */
+static void host_copies_need_shared_memory(void **state) {
+  (void)state;
+  char err[256];
+  const struct ferry_driver *d = ferry_driver_sim(NULL, err, sizeof err);
+  struct ferry_exec *ex = ferry_exec_open(d, 0, ARENA, ARENA_SIZE, err, sizeof err);
+  assert_non_null(ex);
+  map(ex, ARENA, 2 * MiB);
+  static char host[4096];
+  struct ferry_memcpy_htod_host_args a = {ARENA, (uint64_t)(uintptr_t)host, sizeof host, 0};
+  assert_int_not_equal(ferry_exec_call(ex, FERRY_CALL_memcpy_htod_host, &a, NULL, NULL), 0);
+  assert_non_null(ferry_exec_violation(ex));
+  ferry_exec_take_async_error(ex);
+  /* once shared, the same range works; one byte past it does not */
+  ferry_exec_allow_host(ex, (uint64_t)(uintptr_t)host, sizeof host);
+  memset(host, 0x5a, sizeof host);
+  assert_int_equal(ferry_exec_call(ex, FERRY_CALL_memcpy_htod_host, &a, NULL, NULL), 0);
+  assert_null(ferry_exec_violation(ex));
+  struct ferry_memcpy_dtoh_host_args b = {ARENA, (uint64_t)(uintptr_t)host + 1, sizeof host, 0};
+  assert_int_not_equal(ferry_exec_call(ex, FERRY_CALL_memcpy_dtoh_host, &b, NULL, NULL), 0);
+  assert_non_null(ferry_exec_violation(ex));
+  unsigned char back[16];
+  const struct ferry_driver *dd = ferry_exec_driver(ex);
+  assert_int_equal(dd->MemcpyDtoHAsync(back, ARENA + 100, sizeof back, NULL), 0);
+  for (size_t i = 0; i < sizeof back; i++) assert_int_equal(back[i], 0x5a);
   ferry_exec_close(ex);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(buffers_are_required),
+      cmocka_unit_test(host_copies_need_shared_memory),
       cmocka_unit_test(adjacent_regions_merge),
       cmocka_unit_test(gaps_that_are_unmapped_or_wide_do_not_merge),
       cmocka_unit_test(empty_regions_are_skipped),

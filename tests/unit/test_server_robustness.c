@@ -560,8 +560,45 @@ static void test_bad_handle_ends_session(void **state) {
   ferry_buf_free(&b);
   expect_goodbye(c, "stream id 9999 was never created");
   c->ops->close(c);
-  assert_true(log_has("bad handle", mark));
+  assert_true(log_has("stream id 9999 was never created", mark));
   assert_healthy();
+}
+
+/* a server shares no host memory with its clients: a copy that names a
+   host address (the calls only ferry-mhelper takes) ends the session, the
+   address is never followed, and the server survives */
+static void test_host_addresses_are_violations(void **state) {
+  (void)state;
+  static char secret[64] = "server memory a client must never read";
+  unsigned calls[] = {FERRY_CALL_memcpy_dtoh_host, FERRY_CALL_memcpy_htod_host,
+                      FERRY_CALL_host_register};
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+    size_t mark = log_mark();
+    struct ferry_conn *c = hello();
+    struct ferry_mem_map_args m = {ARENA_BASE, 2u << 20};
+    assert_int_equal(sync_call(c, FERRY_CALL_mem_map, &m, NULL), 0);
+    union {
+      struct ferry_memcpy_dtoh_host_args d;
+      struct ferry_memcpy_htod_host_args h;
+      struct ferry_host_register_args r;
+    } a;
+    if (calls[i] == FERRY_CALL_host_register)
+      a.r = (struct ferry_host_register_args){(uint64_t)(uintptr_t)secret, sizeof secret};
+    else if (calls[i] == FERRY_CALL_memcpy_dtoh_host)
+      a.d = (struct ferry_memcpy_dtoh_host_args){ARENA_BASE, (uint64_t)(uintptr_t)secret,
+                                                 sizeof secret, 0};
+    else
+      a.h = (struct ferry_memcpy_htod_host_args){ARENA_BASE, (uint64_t)(uintptr_t)secret,
+                                                 sizeof secret, 0};
+    struct ferry_buf b = {0};
+    assert_int_equal(ferry_encode_args(calls[i], &a, &b), 0);
+    send_frame(c, calls[i], b.data, b.len, NULL, 0);
+    ferry_buf_free(&b);
+    expect_goodbye(c, "does not share");
+    c->ops->close(c);
+    assert_true(log_has("does not share", mark));
+    assert_healthy();
+  }
 }
 
 /* CUDA errors are answers; ASYNC errors surface in the next reply */
@@ -614,6 +651,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_healthy_session),
       cmocka_unit_test(test_bad_handle_ends_session),
+      cmocka_unit_test(test_host_addresses_are_violations),
       cmocka_unit_test(test_garbage_bytes),
       cmocka_unit_test(test_truncated_frames),
       cmocka_unit_test(test_unknown_call),
