@@ -247,10 +247,8 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
     /* CUDA returns from an async copy into pageable memory only when it is
        done; pinned memory is filled in later, at the next synchronization */
     if (async && ferry_host_pinned(dst)) {
-      uint64_t token = ferry_defer(&sv->link, dst, count);
-      if (!token) return cudaErrorMemoryAllocation;
-      struct ferry_memcpy_dtoh_async_args a = {(uint64_t)(uintptr_t)src, count, sid, token};
-      return ferry_call(sv, FERRY_CALL_memcpy_dtoh_async, &a, NULL, NULL);
+      struct ferry_memcpy_dtoh_async_args a = {(uint64_t)(uintptr_t)src, count, sid, 0};
+      return ferry_call_deferred(sv, dst, &a);
     }
     struct ferry_memcpy_dtoh_args a = {(uint64_t)(uintptr_t)src, count, sid};
     struct ferry_bulk bulk = {.out = dst, .out_len = count};

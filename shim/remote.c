@@ -528,3 +528,24 @@ int ferry_helper_call(struct ferry_vgpu *v, unsigned call, const void *args, voi
   pthread_rwlock_unlock(&v->gate);
   return rc;
 }
+
+/* The buffer is registered and the request sent under the gate, together:
+   a migration's drain, which waits for every registered buffer, must never
+   find one whose request it cannot have seen. */
+int ferry_call_deferred(struct ferry_vgpu *v, void *dst, const struct ferry_memcpy_dtoh_async_args *a) {
+  pthread_rwlock_rdlock(&v->gate);
+  int rc;
+  if (ferry_stale(v)) {
+    rc = FERRY_STALE;
+  } else if (ferry_is_local(v)) {
+    pthread_rwlock_unlock(&v->gate);
+    return ferry_local_copy(v, dst, (const void *)(uintptr_t)a->src, a->size, 2, a->stream, 1);
+  } else {
+    struct ferry_memcpy_dtoh_async_args t = *a;
+    t.token = ferry_defer(&v->link, dst, a->size);
+    rc = t.token ? ferry_link_call(&v->link, FERRY_CALL_memcpy_dtoh_async, &t, NULL, NULL)
+                 : cudaErrorMemoryAllocation;
+  }
+  pthread_rwlock_unlock(&v->gate);
+  return rc;
+}

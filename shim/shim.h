@@ -213,6 +213,9 @@ int ferry_helper_start(struct ferry_vgpu *v, int gpu, struct ferry_link *l, char
 int ferry_flush(struct ferry_link *l);
 /* register a host buffer that a later DEFERRED frame fills */
 uint64_t ferry_defer(struct ferry_link *l, void *dst, uint64_t size);
+/* cudaMemcpyAsync into pinned memory: the bytes arrive at the next
+   synchronization (a.token is filled in) */
+int ferry_call_deferred(struct ferry_vgpu *v, void *dst, const struct ferry_memcpy_dtoh_async_args *a);
 /* fills (p != NULL) and forgets a deferred buffer; -1 for an unknown token */
 int ferry_deferred_complete(struct ferry_link *l, uint64_t token, const void *p, size_t n);
 /* deferred copies still waiting for data */
