@@ -19,7 +19,7 @@ fi
 log=$(mktemp)
 build/bin/ferry-server --listen tcp://127.0.0.1:0 "$@" 2>"$log" &
 server=$!
-trap 'kill $server 2>/dev/null; rm -f "$log"' EXIT
+trap 'kill $server 2>/dev/null || true; rm -f "$log"' EXIT
 port=
 for i in $(seq 50); do
   port=$(sed -n 's/.*listening on tcp:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -n 1)
@@ -33,7 +33,7 @@ echo "demo: FERRY_DEVICES=$FERRY_DEVICES ferry run -- build/tests/apps/migrate_i
 out=$(mktemp)
 build/bin/ferry run -- build/tests/apps/migrate_iter 400 10000 >"$out" 2>&1 &
 app=$!
-trap 'kill $server $app 2>/dev/null; rm -rf "$log" "$out" "$FERRY_CONTROL_DIR"' EXIT
+trap 'kill $server $app 2>/dev/null || true; rm -rf "$log" "$out" "$FERRY_CONTROL_DIR"' EXIT
 for i in $(seq 100); do [ -S "$FERRY_CONTROL_DIR/ferry-$app.sock" ] && break; sleep 0.1; done
 sleep 1
 echo "demo: ferry ls"
@@ -45,5 +45,9 @@ build/bin/ferry status --pid $app
 wait $app
 rc=$?
 cat "$out"
-[ $rc = 0 ] && grep -q PASSED "$out" && echo "demo: the program moved from the remote GPU to the local one and its results are correct"
-exit $rc
+if [ $rc = 0 ] && grep -q PASSED "$out"; then
+  echo "demo: the program moved from the remote GPU to the local one and its results are correct"
+  exit 0
+fi
+echo "demo: FAILED (the program exited $rc)"
+exit 1

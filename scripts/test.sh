@@ -12,6 +12,9 @@ export PATH="${CUDA_HOME:-/usr/local/cuda}/bin:$PATH"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_WERROR=ON >/dev/null
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs"
+# the README's first command, as a user runs it: it must exit 0 (it says FAILED and exits 1 otherwise)
+sh scripts/demo.sh >build/demo.log 2>&1 || { cat build/demo.log; echo "scripts/demo.sh failed"; exit 1; }
+echo "scripts/demo.sh: ok"
 
 cmake -S . -B build-asan -DFERRY_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DFERRY_WERROR=ON >/dev/null
 cmake --build build-asan -j "$jobs"
