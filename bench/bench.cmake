@@ -21,7 +21,7 @@ foreach(app mig_regions mig_iterative helper_bench)
     COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/bench
     COMMAND ${FERRY_NVCC} -cudart shared -arch=sm_90 -O2 -o ${CMAKE_BINARY_DIR}/bench/${app}
             ${CMAKE_SOURCE_DIR}/bench/apps/${app}.cu
-    DEPENDS ${CMAKE_SOURCE_DIR}/bench/apps/${app}.cu
+    DEPENDS ${CMAKE_SOURCE_DIR}/bench/apps/${app}.cu ${CMAKE_SOURCE_DIR}/tests/apps/cuda_check.h
     COMMENT "nvcc -cudart shared ${app}.cu"
     VERBATIM)
   list(APPEND FERRY_MIG_BENCH_APPS ${CMAKE_BINARY_DIR}/bench/${app})

@@ -20,14 +20,7 @@
 
 #include <cuda_runtime.h>
 
-#define CHECK(call)                                                                       \
-  do {                                                                                    \
-    cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess) {                                                              \
-      printf("FAIL %s:%d: %s -> %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-      exit(3);                                                                            \
-    }                                                                                     \
-  } while (0)
+#include "../../tests/apps/cuda_check.h"
 
 __global__ void hb_null(int) {}
 

@@ -16,14 +16,7 @@
 
 static int failures;
 
-#define CHECK(call)                                                                  \
-  do {                                                                               \
-    cudaError_t e_ = (call);                                                         \
-    if (e_ != cudaSuccess) {                                                         \
-      printf("FAIL %s:%d: %s -> %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-      exit(3);                                                                       \
-    }                                                                                \
-  } while (0)
+#include "cuda_check.h"
 
 #define EXPECT(cond, ...)                                      \
   do {                                                         \

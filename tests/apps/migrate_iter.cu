@@ -29,14 +29,7 @@
 
 #include <cuda_runtime.h>
 
-#define CHECK(call)                                                                       \
-  do {                                                                                    \
-    cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess) {                                                              \
-      printf("FAIL %s:%d: %s -> %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-      exit(3);                                                                            \
-    }                                                                                     \
-  } while (0)
+#include "cuda_check.h"
 
 static const int NA = 1 << 20;              // big_a: 4 MiB
 static const int NB = (3 << 20) / 4 + 37;   // big_b: a little over 3 MiB

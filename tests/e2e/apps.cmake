@@ -11,7 +11,7 @@ foreach(app ${FERRY_APPS})
     COMMAND ${CMAKE_COMMAND} -E make_directory ${FERRY_APP_DIR}
     COMMAND ${FERRY_NVCC} -cudart shared -arch=sm_90 -O2 -o ${FERRY_APP_DIR}/${app}
             ${CMAKE_SOURCE_DIR}/tests/apps/${app}.cu
-    DEPENDS ${CMAKE_SOURCE_DIR}/tests/apps/${app}.cu
+    DEPENDS ${CMAKE_SOURCE_DIR}/tests/apps/${app}.cu ${CMAKE_SOURCE_DIR}/tests/apps/cuda_check.h
     COMMENT "nvcc -cudart shared ${app}.cu"
     VERBATIM)
   list(APPEND FERRY_APP_BINARIES ${FERRY_APP_DIR}/${app})
