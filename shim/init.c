@@ -231,6 +231,7 @@ static void init_once(void) {
     return;
   }
   ferry_start_flusher();
+  ferry_migrate_at_check();
   atexit(drain_at_exit);
   ferry_control_start();
   pthread_atfork(NULL, NULL, child_after_fork);

@@ -11,6 +11,7 @@
  * remotely with nothing lost.
  */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,11 +66,11 @@ int ferry_vgpu_status(int index, struct ferry_vgpu_status *out) {
              ferry_dead(v) ? " (connection lost)" : "");
   }
   pthread_mutex_unlock(&mig_lock);
-  out->records = ferry_is_local(v) ? 0 : ferry_recorder_live(&v->log);
   out->launches = __atomic_load_n(&v->launches, __ATOMIC_RELAXED);
-  /* a migration holds the arena for its whole length: status answers with
-     what the arena held when it began */
+  /* a migration holds the arena and the log for most of its length: status
+     answers with what they held when it began, and never waits for it */
   if (!running) {
+    out->records = ferry_is_local(v) ? 0 : ferry_recorder_live(&v->log);
     pthread_mutex_lock(&v->arena_lock);
     out->regions = v->arena.nregions;
     out->live_bytes = v->arena.live_bytes;
@@ -129,6 +130,8 @@ __attribute__((format(printf, 2, 3))) static int fail(struct mig *m, const char 
 
 static int module_loaded(void *ctx, uint32_t module, ferry_blob source, ferry_blob local) {
   struct mig *m = ctx;
+  /* tests: a replay that takes 2 s, holding the gate, the arena and the log */
+  if (fault("stall")) nanosleep(&(struct timespec){2, 0}, NULL);
   if (source.len != local.len) return 1;
   for (uint32_t off = 0; off + 16 <= source.len; off += 16) {
     uint64_t s[2], l[2];
@@ -543,6 +546,7 @@ static int migrate(int vi, int gpu, char *err, size_t errlen, int *started) {
   v->mig.regions = v->arena.nregions;
   v->mig.live_bytes = v->arena.live_bytes;
   pthread_mutex_unlock(&v->arena_lock);
+  v->mig.records = ferry_recorder_live(&v->log);
   pthread_mutex_unlock(&mig_lock);
 
   struct mig m = {.v = v, .gpu = gpu, .helper = helper, .err = err, .errlen = errlen,
@@ -642,24 +646,62 @@ static struct at {
 static int nat;
 static pthread_once_t at_once = PTHREAD_ONCE_INIT;
 
+/* a decimal in [0, max], all of the token; -1 otherwise */
+static long long number(const char *s, const char *end, long long max) {
+  long long v = 0;
+  if (s == end) return -1;
+  for (; s < end; s++) {
+    if (*s < '0' || *s > '9' || v > (max - (*s - '0')) / 10) return -1;
+    v = v * 10 + (*s - '0');
+  }
+  return v;
+}
+
+/* one <vgpu>:<local-gpu>:launch=<N>; 0, or -1 with the reason in why */
+static int parse_one(const char *t, struct at *out, char *why, size_t n) {
+  const char *c1 = strchr(t, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+  if (!c2 || strncmp(c2 + 1, "launch=", 7)) {
+    snprintf(why, n, "'%s' is not <vgpu>:<local-gpu>:launch=<N>", t);
+    return -1;
+  }
+  long long vg = number(t, c1, FERRY_MAX_VGPUS), g = number(c1 + 1, c2, 4095);
+  const char *k = c2 + 8;
+  long long launch = number(k, k + strlen(k), INT64_MAX);
+  if (vg < 0 || g < 0 || launch < 1) {
+    snprintf(why, n, "'%s': the vgpu, the local GPU and N must be numbers, N from 1 to %lld", t,
+             (long long)INT64_MAX);
+    return -1;
+  }
+  if (vg >= ferry.count) {
+    snprintf(why, n, "'%s': no vgpu %lld, this program has %d", t, vg, ferry.count);
+    return -1;
+  }
+  *out = (struct at){(int)vg, (int)g, (uint64_t)launch};
+  return 0;
+}
+
 static void parse_at(void) {
   const char *s = getenv("FERRY_MIGRATE_AT");
   if (!s || !*s) return;
-  char *copy = strdup(s), *save = NULL;
-  for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
-    int vg, g, used = 0;
-    unsigned long long n;
-    if (nat == MAX_AT || sscanf(tok, "%d:%d:launch=%llu%n", &vg, &g, &n, &used) != 3 || tok[used] ||
-        vg < 0 || g < 0 || n == 0) {
-      ferry_log("FERRY_MIGRATE_AT='%s' ignored: expected <vgpu>:<local-gpu>:launch=<N> (N >= 1), "
-                "up to %d of them separated by commas", s, MAX_AT);
-      nat = 0;
-      break;
+  char *copy = strdup(s), *save = NULL, why[200] = "out of memory";
+  int bad = !copy;
+  for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && !bad;
+       tok = strtok_r(NULL, ",", &save)) {
+    if (nat == MAX_AT) {
+      snprintf(why, sizeof why, "more than %d migrations", MAX_AT);
+      bad = 1;
+    } else {
+      bad = parse_one(tok, &at_list[nat++], why, sizeof why) != 0;
     }
-    at_list[nat++] = (struct at){vg, g, n};
   }
   free(copy);
+  if (bad) { /* all or nothing: a list with a mistake moves nothing */
+    ferry_log("FERRY_MIGRATE_AT='%s' ignored: %s", s, why);
+    nat = 0;
+  }
 }
+
+void ferry_migrate_at_check(void) { pthread_once(&at_once, parse_at); }
 
 void ferry_migrate_at_launch(int vgpu) {
   pthread_once(&at_once, parse_at);

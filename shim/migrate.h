@@ -65,6 +65,8 @@ int ferry_vgpu_status(int index, struct ferry_vgpu_status *out);
 /* FERRY_MIGRATE_AT=<vgpu>:<local>:launch=<N>[,...]: called on each launch
    of vgpu (cheap when unset) */
 void ferry_migrate_at_launch(int vgpu);
+/* reads FERRY_MIGRATE_AT once the vGPUs are known, saying what is wrong in it */
+void ferry_migrate_at_check(void);
 
 /* the control socket: started at init unless FERRY_CONTROL=off (control.c) */
 void ferry_control_start(void);

@@ -77,7 +77,7 @@ struct sim_event {
 
 struct sim_memhandle {
   struct sim_obj obj;
-  int fd; /* memfd holding the "physical" pages; -1 after release */
+  uint64_t base; /* its "physical" pages: [base, base + size) of the pool memfd */
   size_t size;
   unsigned maps; /* live mappings: the pages stay until released and unmapped */
   int released;
@@ -151,6 +151,11 @@ struct sim_state {
   size_t nranges, cranges;
   struct sim_reservation *resv;
   size_t nresv, cresv;
+  /* every handle's pages live in one sparse memfd, so that the number of
+     handles is not bounded by the open-file limit (sim_vmm.c) */
+  int pool_fd;
+  struct sim_reservation *pool_free; /* free offset ranges, sorted */
+  size_t npool_free, cpool_free;
 };
 
 extern struct sim_state sim;

@@ -1,7 +1,8 @@
 /*
- * Simulated device memory. "Physical" memory handles are memfds; mapping
- * one maps the memfd at exactly the requested device address, so device
- * pointers are ordinary host pointers at the same values a GPU would use.
+ * Simulated device memory. "Physical" memory handles are ranges of one
+ * sparse memfd (the pool); mapping one maps its range at exactly the
+ * requested device address, so device pointers are ordinary host pointers
+ * at the same values a GPU would use.
  * Every range that may be touched is tracked, so a copy to an unmapped
  * address fails with CUDA_ERROR_INVALID_VALUE instead of crashing.
  * Each handle's memory counts against its own device; reservations and
@@ -10,6 +11,7 @@
  */
 #include "sim/sim.h"
 
+#include <fcntl.h>
 #include <search.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,9 +107,78 @@ static struct sim_reservation *find_reservation(uint64_t start, uint64_t end) {
   return NULL;
 }
 
+/* ---- the pool: offsets of one sparse memfd, first fit ---- */
+#define POOL_SIZE (1ull << 46)
+
+static int pool_open(void) {
+  if (sim.pool_free)
+    return 0;
+  int fd = memfd_create("ferry-sim-vram", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, (off_t)POOL_SIZE) != 0 ||
+      !(sim.pool_free = malloc(16 * sizeof *sim.pool_free))) {
+    if (fd >= 0)
+      close(fd);
+    return -1;
+  }
+  sim.cpool_free = 16;
+  sim.pool_free[0] = (struct sim_reservation){0, POOL_SIZE};
+  sim.npool_free = 1;
+  sim.pool_fd = fd;
+  return 0;
+}
+
+static int pool_alloc(uint64_t size, uint64_t *base) {
+  if (pool_open())
+    return -1;
+  for (size_t i = 0; i < sim.npool_free; i++) {
+    struct sim_reservation *f = &sim.pool_free[i];
+    if (f->end - f->start < size)
+      continue;
+    *base = f->start;
+    f->start += size;
+    if (f->start == f->end) {
+      memmove(f, f + 1, (sim.npool_free - i - 1) * sizeof *f);
+      sim.npool_free--;
+    }
+    return 0;
+  }
+  return -1;
+}
+
+/* gives [base, base + size) back (its pages first), merging neighbours */
+static void pool_free_range(uint64_t base, uint64_t size) {
+  fallocate(sim.pool_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)base, (off_t)size);
+  size_t i = 0;
+  while (i < sim.npool_free && sim.pool_free[i].start < base)
+    i++;
+  int left = i > 0 && sim.pool_free[i - 1].end == base;
+  int right = i < sim.npool_free && sim.pool_free[i].start == base + size;
+  if (left && right) {
+    sim.pool_free[i - 1].end = sim.pool_free[i].end;
+    memmove(&sim.pool_free[i], &sim.pool_free[i + 1], (sim.npool_free - i - 1) * sizeof *sim.pool_free);
+    sim.npool_free--;
+  } else if (left) {
+    sim.pool_free[i - 1].end = base + size;
+  } else if (right) {
+    sim.pool_free[i].start = base;
+  } else {
+    if (sim.npool_free == sim.cpool_free) {
+      struct sim_reservation *p = realloc(sim.pool_free, 2 * sim.cpool_free * sizeof *p);
+      if (!p)
+        return; /* the offsets are lost, the pages are not */
+      sim.pool_free = p;
+      sim.cpool_free *= 2;
+    }
+    memmove(&sim.pool_free[i + 1], &sim.pool_free[i], (sim.npool_free - i) * sizeof *sim.pool_free);
+    sim.pool_free[i] = (struct sim_reservation){base, base + size};
+    sim.npool_free++;
+  }
+}
+
 static void handle_put(struct sim_memhandle *h) {
   if (h->released && h->maps == 0) {
     sim.devs[h->obj.dev].physical -= h->size;
+    pool_free_range(h->base, h->size);
     free(h);
   }
 }
@@ -240,10 +311,12 @@ CUresult sim_MemCreate(CUmemGenericAllocationHandle *handle, size_t size,
   h->obj.kind = SIM_MEMHANDLE;
   h->obj.dev = dv->dev;
   h->size = size;
-  h->fd = memfd_create("ferry-sim-vram", MFD_CLOEXEC);
-  if (h->fd < 0 || ftruncate(h->fd, (off_t)size) != 0 || sim_register(h)) {
-    if (h->fd >= 0)
-      close(h->fd);
+  if (pool_alloc(size, &h->base)) {
+    free(h);
+    return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  if (sim_register(h)) {
+    pool_free_range(h->base, size);
     free(h);
     return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
   }
@@ -260,9 +333,7 @@ CUresult sim_MemRelease(CUmemGenericAllocationHandle handle) {
   if (!h)
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
   sim_unregister(h);
-  close(h->fd); /* live mappings keep the pages */
-  h->fd = -1;
-  h->released = 1;
+  h->released = 1; /* live mappings keep the pages */
   handle_put(h);
   return sim_leave(CUDA_SUCCESS);
 }
@@ -282,8 +353,8 @@ CUresult sim_MemMap(CUdeviceptr ptr, size_t size, size_t offset,
   long i = range_floor(ptr + size - 1);
   if (i >= 0 && sim.ranges[i].end > ptr)
     return sim_leave(CUDA_ERROR_INVALID_VALUE); /* already mapped */
-  void *p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, h->fd,
-                 (off_t)offset);
+  void *p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, sim.pool_fd,
+                 (off_t)(h->base + offset));
   if (p == MAP_FAILED)
     return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
   if (sim_range_add(ptr, ptr + size, SIM_RANGE_MAP, PROT_NONE, h)) {
@@ -415,7 +486,6 @@ void sim_vmm_destroy_dev(int dev) {
   for (size_t i = 0; i < handles_n; i++) {
     struct sim_memhandle *h = handles_found[i];
     sim_unregister(h);
-    close(h->fd);
     h->released = 1;
     handle_put(h);
   }

@@ -297,6 +297,41 @@ fail_reserve | fail_replay | fail_memsync | fail_vars)
   [ "$(grep -c "now runs on local GPU 0" "$work/ctl.err")" = 1 ] || fail "no success message after the retry"
   expect_in ctl.out "^device memory in use at exit: 0$"
   ;;
+bad_at)
+  # FERRY_MIGRATE_AT values that cannot be: one line each, nothing moves
+  start_server
+  reference 10
+  for at in 0:0:launch=-1 0:0:launch=99999999999999999999999 3:0:launch=5 0:0:launch=0 \
+    0:0:launch=5,x 0:x:launch=5; do
+    rc=$(FERRY_MIGRATE_AT=$at run bad migrate_iter 10)
+    passed bad "$rc"
+    [ "$(value bad checksum)" = "$want" ] || fail "FERRY_MIGRATE_AT=$at changed the result"
+    n=$(grep -c "^ferry: FERRY_MIGRATE_AT='$at' ignored: ." "$work/bad.err")
+    [ "$n" = 1 ] || fail "FERRY_MIGRATE_AT=$at: $n lines saying why it is ignored, expected 1"
+    expect_not_in bad.err "now runs on local GPU"
+  done
+  ;;
+status_during)
+  # status answers while a migration holds the vGPU (its replay stalls 2 s
+  # holding the gate, the arena and the log), and shows it running
+  start_server
+  FERRY_FAULT=stall start ctl migrate_iter 1000000 2000 "$work/stop"
+  unset FERRY_FAULT
+  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/migrate.log" 2>&1 &
+  mig=$!
+  sleep 0.5 # into the 2 s stall
+  t0=$(date +%s%N)
+  timeout 5 "$bin/ferry" status --pid "$pid" --json >"$work/status.json" 2>&1 ||
+    fail "ferry status failed or waited during the migration"
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  [ "$ms" -lt 1000 ] || fail "ferry status took $ms ms during the migration"
+  tr -d '\n' <"$work/status.json" >"$work/status.log"
+  json_has state '"running"'
+  wait "$mig" || fail "ferry migrate exited $?"
+  finish
+  passed ctl "$rc"
+  migrated ctl
+  ;;
 *)
   fail "unknown case"
   ;;

@@ -7,6 +7,8 @@
  */
 #include "sim_fixture.h"
 
+#include <sys/resource.h>
+
 /* ---- one device (the default) ---- */
 
 static CUcontext ctx;
@@ -415,13 +417,52 @@ static void test_sticky_illegal_address(void **state) {
   munmap(p, 64 * MiB);
 }
 
+/* handles are not file descriptors: far more of them than the open-file
+   limit allows can be created and mapped (a session of a program with
+   thousands of allocations must not fail at the 1017th) */
+static void test_many_handles(void **state) {
+  (void)state;
+  struct rlimit old, low = {128, 128};
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+  low.rlim_max = old.rlim_max;
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+  enum { N = 600 };
+  static CUmemGenericAllocationHandle h[N];
+  CUdeviceptr base = 0;
+  CUmemAllocationProp p = prop();
+  assert_int_equal(d->MemAddressReserve(&base, N * 2 * MiB, 0, HINT, 0), CUDA_SUCCESS);
+  int made = 0;
+  for (; made < N; made++) {
+    if (d->MemCreate(&h[made], 2 * MiB, &p, 0) != CUDA_SUCCESS) break;
+    if (d->MemMap(base + made * 2 * MiB, 2 * MiB, 0, h[made], 0) != CUDA_SUCCESS) {
+      d->MemRelease(h[made]);
+      break;
+    }
+  }
+  setrlimit(RLIMIT_NOFILE, &old);
+  assert_int_equal(made, N);
+  /* each handle has its own pages */
+  CUmemAccessDesc acc = {.location = p.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  assert_int_equal(d->MemSetAccess(base, N * 2 * MiB, &acc, 1), CUDA_SUCCESS);
+  for (int i = 0; i < N; i++) ((unsigned char *)(uintptr_t)base)[i * 2 * MiB] = (unsigned char)i;
+  for (int i = 0; i < N; i++)
+    assert_int_equal(((unsigned char *)(uintptr_t)base)[i * 2 * MiB], (unsigned char)i);
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(d->MemUnmap(base + i * 2 * MiB, 2 * MiB), CUDA_SUCCESS);
+    assert_int_equal(d->MemRelease(h[i]), CUDA_SUCCESS);
+  }
+  assert_int_equal(d->MemAddressFree(base, N * 2 * MiB), CUDA_SUCCESS);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_init_and_device), cmocka_unit_test(test_vmm_hints),
       cmocka_unit_test(test_memcpy_bounds),   cmocka_unit_test(test_streams_events),
       cmocka_unit_test(test_modules_and_params), cmocka_unit_test(test_launch),
       cmocka_unit_test(test_launch_ex),
-      cmocka_unit_test(test_limits),          cmocka_unit_test(test_sticky_illegal_address),
+      cmocka_unit_test(test_limits),          cmocka_unit_test(test_many_handles),
+      /* last: it leaves the context unusable, as a kernel fault does */
+      cmocka_unit_test(test_sticky_illegal_address),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
