@@ -195,15 +195,33 @@ int ferry_x_module_load(struct ferry_exec *ex, const struct ferry_module_load_ar
     err = EXEC_INVALID_VALUE;
   else if (a->module < ex->nmods && ex->mods[a->module].mod)
     err = EXEC_INVALID_VALUE; /* the id is live */
-  void *image = err ? NULL : malloc(len);
-  if (!err && !image)
-    err = EXEC_MEMORY_ALLOCATION;
   if (err)
     return exec_drain(io->in, len) ? EXEC_UNKNOWN : err;
-  if (io->in->read(io->in->ctx, image, len)) {
-    free(image);
-    return EXEC_UNKNOWN;
+  /* the buffer grows as the bytes arrive: an announced length alone, with
+     nothing behind it, costs no memory */
+  size_t cap = len < (16u << 20) ? (size_t)len : (16u << 20), got = 0;
+  char *image = malloc(cap);
+  while (image && got < len) {
+    if (got == cap) {
+      size_t want = cap * 2 < len ? cap * 2 : (size_t)len;
+      char *p = realloc(image, want);
+      if (!p) {
+        free(image);
+        image = NULL;
+        break;
+      }
+      image = p;
+      cap = want;
+    }
+    size_t k = cap - got;
+    if (io->in->read(io->in->ctx, image + got, k)) {
+      free(image);
+      return EXEC_UNKNOWN;
+    }
+    got += k;
   }
+  if (!image)
+    return exec_drain(io->in, len - got) ? EXEC_UNKNOWN : EXEC_MEMORY_ALLOCATION;
   if (a->module >= ex->nmods) {
     uint32_t cap = ex->nmods ? ex->nmods : 8;
     while (cap <= a->module)

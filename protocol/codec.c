@@ -5,6 +5,7 @@
  */
 #include "codec.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,122 @@ static int unpack_blob(const msgpack_object *o, ferry_blob *v) {
   if (o->type != MSGPACK_OBJECT_BIN) return -1;
   v->ptr = o->via.bin.ptr;
   v->len = o->via.bin.size;
+  return 0;
+}
+
+/* ---- a bounded walk of the body before msgpack-c sees it ----
+   msgpack_unpack allocates an array's or map's elements from its count
+   before reading any of them, so a 6-byte body can ask for gigabytes. The
+   walk reads headers only, allocates nothing, and refuses a count the
+   bytes left cannot hold: every object still owed takes at least one. */
+
+static uint64_t be(const unsigned char *p, unsigned n) {
+  uint64_t v = 0;
+  for (unsigned i = 0; i < n; i++) v = v << 8 | p[i];
+  return v;
+}
+
+int ferry_msgpack_check(const void *body, size_t len, unsigned max_depth, char *err,
+                        size_t errlen) {
+  const unsigned char *p = body;
+  size_t off = 0;
+  /* owed[d]: objects still to read in the container open at depth d */
+  uint64_t owed[FERRY_MSGPACK_MAX_DEPTH + 1] = {1};
+  uint64_t need = 1; /* the sum of owed[] */
+  unsigned depth = 0;
+  if (max_depth > FERRY_MSGPACK_MAX_DEPTH) max_depth = FERRY_MSGPACK_MAX_DEPTH;
+  if (len == 0) {
+    snprintf(err, errlen, "empty body");
+    return -1;
+  }
+  while (need) {
+    while (owed[depth] == 0) depth--;
+    if (off >= len) {
+      snprintf(err, errlen, "truncated: %" PRIu64 " more object%s due at byte %zu", need,
+               need == 1 ? "" : "s", off);
+      return -1;
+    }
+    size_t at = off;
+    unsigned b = p[off++];
+    owed[depth]--;
+    need--;
+    /* kind: a container, a length-prefixed byte run (str, bin, ext) or
+       NULL for a value of fixed size */
+    const char *kind = NULL;
+    int container = 0;
+    unsigned lenbytes = 0; /* size of the count or length after b */
+    uint64_t count = 0;    /* elements, pairs, or bytes */
+    uint64_t fixed = 0;    /* payload bytes besides a length's */
+    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
+      /* fixint, nil, bool: the byte is the whole object */
+    } else if (b <= 0x8f) {
+      kind = "map", container = 1, count = b & 0x0f;
+    } else if (b <= 0x9f) {
+      kind = "array", container = 1, count = b & 0x0f;
+    } else if (b <= 0xbf) {
+      kind = "str", count = b & 0x1f;
+    } else {
+      switch (b) {
+      case 0xc4: case 0xc5: case 0xc6: kind = "bin", lenbytes = 1u << (b - 0xc4); break;
+      case 0xc7: case 0xc8: case 0xc9: kind = "ext", lenbytes = 1u << (b - 0xc7), fixed = 1; break;
+      case 0xca: fixed = 4; break;
+      case 0xcb: fixed = 8; break;
+      case 0xcc: case 0xcd: case 0xce: case 0xcf: fixed = 1u << (b - 0xcc); break;
+      case 0xd0: case 0xd1: case 0xd2: case 0xd3: fixed = 1u << (b - 0xd0); break;
+      case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8: fixed = 1 + (1u << (b - 0xd4)); break;
+      case 0xd9: case 0xda: case 0xdb: kind = "str", lenbytes = 1u << (b - 0xd9); break;
+      case 0xdc: case 0xdd: kind = "array", container = 1, lenbytes = 2u << (b - 0xdc); break;
+      case 0xde: case 0xdf: kind = "map", container = 1, lenbytes = 2u << (b - 0xde); break;
+      default:
+        snprintf(err, errlen, "invalid byte 0x%02x at byte %zu", b, at);
+        return -1;
+      }
+    }
+    if (lenbytes) {
+      if (len - off < lenbytes) {
+        snprintf(err, errlen, "truncated: the %s header at byte %zu", kind, at);
+        return -1;
+      }
+      count = be(p + off, lenbytes);
+      off += lenbytes;
+    }
+    uint64_t left = len - off;
+    if (container) {
+      int map = kind[0] == 'm';
+      uint64_t objects = map ? 2 * count : count;
+      /* the objects already owed take their bytes first */
+      uint64_t room = left < need ? 0 : left - need;
+      if (objects > room) {
+        snprintf(err, errlen, "%s of %" PRIu64 " %s at byte %zu cannot fit in the %" PRIu64
+                 " bytes left for it", map ? "a map" : "an array", count,
+                 map ? "pairs" : "elements", at, room);
+        return -1;
+      }
+      if (depth + 1 > max_depth) {
+        snprintf(err, errlen, "a nested %s at byte %zu (no field holds one)", kind, at);
+        return -1;
+      }
+      if (objects) {
+        owed[++depth] = objects;
+        need += objects;
+      }
+    } else {
+      uint64_t size = fixed + count;
+      if (size > left) {
+        if (kind)
+          snprintf(err, errlen, "%s %s of %" PRIu64 " bytes at byte %zu runs past the %" PRIu64
+                   " bytes left", kind[0] == 'e' ? "an" : "a", kind, count, at, left);
+        else
+          snprintf(err, errlen, "truncated: the value at byte %zu", at);
+        return -1;
+      }
+      off += size;
+    }
+  }
+  if (off != len) {
+    snprintf(err, errlen, "%zu trailing bytes after the object", len - off);
+    return -1;
+  }
   return 0;
 }
 
@@ -230,6 +347,13 @@ static int decode(struct ferry_decoder *d, const unpack_fn *table, int which, un
     return -1;
   }
   const char *what = which ? "results" : "arguments";
+  char why[112];
+  /* bodies are one flat array: no container below it */
+  if (ferry_msgpack_check(body, len, 1, why, sizeof why)) {
+    snprintf(d->error, sizeof d->error, "%s of %s: malformed msgpack body: %s", what,
+             ferry_calls[call].name, why);
+    return -1;
+  }
   msgpack_zone_clear(&d->zone);
   size_t off = 0;
   msgpack_object obj;

@@ -43,6 +43,15 @@ void ferry_decoder_destroy(struct ferry_decoder *d);
 int ferry_decode_args(struct ferry_decoder *d, unsigned call, const void *body, size_t len, void *args);
 int ferry_decode_rets(struct ferry_decoder *d, unsigned call, const void *body, size_t len, void *rets);
 
+/* 0 when body[0..len) is exactly one msgpack object, no container in it
+   nested more than max_depth deep (the outermost is depth 1), and every
+   count and length fits in the bytes left; else -1 with a reason. Reads
+   headers only and allocates nothing: run it before msgpack_unpack on
+   bytes from a peer, since msgpack-c allocates from counts up front. */
+#define FERRY_MSGPACK_MAX_DEPTH 32u
+int ferry_msgpack_check(const void *body, size_t len, unsigned max_depth, char *err,
+                        size_t errlen);
+
 /* sizes of the generated structs, for callers that allocate them generically */
 extern const size_t ferry_args_size[FERRY_CALL_COUNT];
 extern const size_t ferry_rets_size[FERRY_CALL_COUNT];

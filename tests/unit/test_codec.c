@@ -3,6 +3,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <malloc.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "protocol/codec.h"
@@ -103,6 +105,193 @@ static void rejects_bad_bodies(void **state) {
   ferry_decoder_destroy(&d);
 }
 
+/* bytes the allocator holds in mmapped blocks: where a huge request lands */
+static size_t mapped_bytes(void) { return mallinfo2().hblkhd; }
+
+/* issue 11: msgpack counts size msgpack-c's allocations before any element
+   is read, so a count the body cannot hold must be refused first */
+static void refuses_counts_the_body_cannot_hold(void **state) {
+  (void)state;
+  struct ferry_decoder d;
+  ferry_decoder_init(&d);
+  struct ferry_mem_map_args mm;
+  size_t before = mapped_bytes();
+  /* the probe's body: mem_map [array32 of 0x20105259 elements] */
+  assert_int_equal(ferry_decode_args(&d, FERRY_CALL_mem_map, "\x92\xdd\x20\x10\x52\x59", 6, &mm), -1);
+  /* a glibc build would hold gigabytes here if the count had been obeyed */
+  assert_true(mapped_bytes() < before + (64u << 20));
+  assert_non_null(strstr(d.error, "arguments of mem_map"));
+  assert_non_null(strstr(d.error, "array of 537940569 elements"));
+  assert_non_null(strstr(d.error, "0 bytes left"));
+  static const struct {
+    const char *body;
+    size_t len;
+    const char *why;
+  } bad[] = {
+      {"\xdd\xff\xff\xff\xff", 5, "array of 4294967295 elements"},
+      {"\xdf\xff\xff\xff\xff", 5, "map of 4294967295 pairs"},
+      {"\xde\x00\x03\x01\x01\x01\x01\x01", 8, "map of 3 pairs"}, /* 6 objects in 5 bytes */
+      {"\xdc\x00\x05\x01\x01\x01\x01", 7, "array of 5 elements"},
+      {"\x92\xdb\xff\xff\xff\xff", 6, "str of 4294967295 bytes"},
+      {"\x92\xc6\x7f\xff\xff\xff", 6, "bin of 2147483647 bytes"},
+      {"\x92\xc9\x00\x01\x00\x00\x07", 7, "ext of 65536 bytes"},
+      {"\x92\xc4\x02\x01", 4, "bin of 2 bytes"},
+      {"\x92\xd8\x01\x02", 4, "truncated"},   /* fixext16 cut short */
+      {"\x92\xcf\x01\x02", 4, "truncated"},   /* uint64 cut short */
+      {"\x92\x01", 2, "array of 2 elements"}, /* one element of two */
+      /* objects owed at every depth count: 3 bytes hold the inner 2 and not
+         also the outer array's 2 still due */
+      {"\x93\x92\x01\x01\x01", 5, "array of 2 elements at byte 1"},
+      {"\x92\x01\x01\x01", 4, "trailing"},
+      {"", 0, "empty body"},
+      {"\xc1", 1, "0xc1"},
+      {"\x92\x91\x01\x01", 4, "nested"}, /* no field is a container */
+      {"\x92\x80\x01", 3, "nested"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    before = mapped_bytes();
+    if (ferry_decode_args(&d, FERRY_CALL_mem_map, bad[i].body, bad[i].len, &mm) != -1)
+      fail_msg("body %zu decoded", i);
+    assert_true(mapped_bytes() < before + (64u << 20));
+    if (!strstr(d.error, bad[i].why)) fail_msg("body %zu: '%s' lacks '%s'", i, d.error, bad[i].why);
+  }
+  /* an empty body may come as a NULL pointer (a zero-length read into no buffer) */
+  assert_int_equal(ferry_decode_args(&d, FERRY_CALL_hello, NULL, 0, &mm), -1);
+  assert_non_null(strstr(d.error, "empty body"));
+  /* counts that exactly fit are fine: 4 one-byte elements in 4 bytes */
+  struct ferry_memcpy_dtod_args dd;
+  assert_int_equal(ferry_decode_args(&d, FERRY_CALL_memcpy_dtod, "\xdc\x00\x04\x01\x02\x03\x04", 7, &dd), 0);
+  assert_true(dd.dst == 1 && dd.src == 2 && dd.size == 3 && dd.stream == 4);
+  ferry_decoder_destroy(&d);
+
+  /* the walk itself, on nested bodies (the codec's are flat) */
+  char why[128];
+  assert_int_equal(ferry_msgpack_check("\x92\x91\x01\x81\x01\x02", 6, 2, why, sizeof why), 0);
+  assert_int_equal(ferry_msgpack_check("\x92\x91\x01\x81\x01\x02", 6, 1, why, sizeof why), -1);
+  assert_non_null(strstr(why, "nested array at byte 1"));
+  assert_int_equal(ferry_msgpack_check("\x92\x91\x01\x81\x01", 5, 2, why, sizeof why), -1);
+  assert_non_null(strstr(why, "map of 1 pairs at byte 3"));
+  unsigned char deep[40];
+  memset(deep, 0x91, sizeof deep);
+  deep[sizeof deep - 1] = 0x01; /* 39 arrays deep */
+  assert_int_equal(ferry_msgpack_check(deep, sizeof deep, 64, why, sizeof why), -1);
+  assert_non_null(strstr(why, "nested array at byte 32"));
+  assert_int_equal(ferry_msgpack_check(deep + 8, sizeof deep - 8, 64, why, sizeof why), 0);
+}
+
+/* every call's args and rets, filled field by field, survive a round trip;
+   large str and blob fields take the 16- and 32-bit length forms */
+static unsigned char big_blob[70000];
+static char big_str[300];
+
+#define ARGS(...) __VA_ARGS__
+#define RETS(...) __VA_ARGS__
+static void fill_u32(ferry_u32 *v, int big) { *v = big ? UINT32_MAX : 7; }
+static void fill_i32(ferry_i32 *v, int big) { *v = big ? INT32_MIN : -3; }
+static void fill_u64(ferry_u64 *v, int big) { *v = big ? UINT64_MAX : 0x123456789ull; }
+static void fill_f32(ferry_f32 *v, int big) { *v = big ? 3.0e38f : -0.25f; }
+static void fill_str(ferry_str *v, int big) { *v = big ? big_str : "x"; }
+static void fill_blob(ferry_blob *v, int big) {
+  *v = (ferry_blob){big_blob, big ? (uint32_t)sizeof big_blob : 3u};
+}
+static int same_u32(ferry_u32 a, ferry_u32 b) { return a == b; }
+static int same_i32(ferry_i32 a, ferry_i32 b) { return a == b; }
+static int same_u64(ferry_u64 a, ferry_u64 b) { return a == b; }
+static int same_f32(ferry_f32 a, ferry_f32 b) { return a == b; }
+static int same_str(ferry_str a, ferry_str b) { return strcmp(a, b) == 0; }
+static int same_blob(ferry_blob a, ferry_blob b) {
+  return a.len == b.len && memcmp(a.ptr, b.ptr, a.len) == 0;
+}
+/* decoded str and blob fields point into the body: zero copy */
+static int inside_str(ferry_str v, const char *body, size_t len) {
+  return v >= body && v < body + len;
+}
+static int inside_blob(ferry_blob v, const char *body, size_t len) {
+  return (const char *)v.ptr >= body && (const char *)v.ptr + v.len <= body + len;
+}
+static int inside_u32(ferry_u32 v, const char *b, size_t n) { (void)v; (void)b; (void)n; return 1; }
+static int inside_i32(ferry_i32 v, const char *b, size_t n) { (void)v; (void)b; (void)n; return 1; }
+static int inside_u64(ferry_u64 v, const char *b, size_t n) { (void)v; (void)b; (void)n; return 1; }
+static int inside_f32(ferry_f32 v, const char *b, size_t n) { (void)v; (void)b; (void)n; return 1; }
+
+/* per-call fill and compare functions, generated from calls.def as the codec is */
+#define F(type, field) fill_##type(&s->field, big);
+#define FERRY_CALL(name, flags, args, rets)                                               \
+  static void fill_##name##_args(void *p, int big) {                                      \
+    struct ferry_##name##_args *s = p;                                                    \
+    (void)s; (void)big;                                                                   \
+    args                                                                                  \
+  }                                                                                       \
+  static void fill_##name##_rets(void *p, int big) {                                      \
+    struct ferry_##name##_rets *s = p;                                                    \
+    (void)s; (void)big;                                                                   \
+    rets                                                                                  \
+  }
+#include "protocol/calls.def"
+#undef FERRY_CALL
+#undef F
+/* the name of the first field that differs or was copied out of the body, or NULL */
+#define F(type, field)                                                                    \
+  if (!same_##type(a->field, b->field) || !inside_##type(b->field, body, len)) return #field;
+#define FERRY_CALL(name, flags, args, rets)                                               \
+  static const char *same_##name##_args(const void *p, const void *q, const char *body,   \
+                                        size_t len) {                                     \
+    const struct ferry_##name##_args *a = p, *b = q;                                      \
+    (void)a; (void)b; (void)body; (void)len;                                              \
+    args return NULL;                                                                     \
+  }                                                                                       \
+  static const char *same_##name##_rets(const void *p, const void *q, const char *body,   \
+                                        size_t len) {                                     \
+    const struct ferry_##name##_rets *a = p, *b = q;                                      \
+    (void)a; (void)b; (void)body; (void)len;                                              \
+    rets return NULL;                                                                     \
+  }
+#include "protocol/calls.def"
+#undef FERRY_CALL
+#undef F
+#undef ARGS
+#undef RETS
+
+typedef void (*fill_fn)(void *, int);
+typedef const char *(*same_fn)(const void *, const void *, const char *, size_t);
+static const fill_fn fill_fns[][2] = {
+#define FERRY_CALL(name, flags, args, rets) {fill_##name##_args, fill_##name##_rets},
+#include "protocol/calls.def"
+#undef FERRY_CALL
+};
+static const same_fn same_fns[][2] = {
+#define FERRY_CALL(name, flags, args, rets) {same_##name##_args, same_##name##_rets},
+#include "protocol/calls.def"
+#undef FERRY_CALL
+};
+
+static void every_call_round_trips(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof big_blob; i++) big_blob[i] = (unsigned char)(i * 31 + (i >> 8));
+  memset(big_str, 'g', sizeof big_str - 1);
+  struct ferry_decoder d;
+  ferry_decoder_init(&d);
+  for (unsigned call = 0; call < FERRY_CALL_COUNT; call++) {
+    for (int side = 0; side < 2; side++) {
+      size_t size = side ? ferry_rets_size[call] : ferry_args_size[call];
+      for (int big = 0; big < 2; big++) {
+        void *in = calloc(1, size), *out = calloc(1, size);
+        fill_fns[call][side](in, big);
+        struct ferry_buf b = {0};
+        assert_int_equal((side ? ferry_encode_rets : ferry_encode_args)(call, in, &b), 0);
+        if ((side ? ferry_decode_rets : ferry_decode_args)(&d, call, b.data, b.len, out))
+          fail_msg("%s %s: %s", ferry_calls[call].name, side ? "rets" : "args", d.error);
+        const char *bad = same_fns[call][side](in, out, b.data, b.len);
+        if (bad) fail_msg("%s: field %s differs or was copied", ferry_calls[call].name, bad);
+        ferry_buf_free(&b);
+        free(in);
+        free(out);
+      }
+    }
+  }
+  ferry_decoder_destroy(&d);
+}
+
 static void every_call_has_a_name_and_one_mode(void **state) {
   (void)state;
   for (unsigned i = 0; i < FERRY_CALL_COUNT; i++) {
@@ -120,6 +309,8 @@ int main(void) {
       cmocka_unit_test(rets_with_strings_and_floats),
       cmocka_unit_test(rejects_bad_bodies),
       cmocka_unit_test(every_call_has_a_name_and_one_mode),
+      cmocka_unit_test(refuses_counts_the_body_cannot_hold),
+      cmocka_unit_test(every_call_round_trips),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
