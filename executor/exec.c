@@ -160,6 +160,7 @@ void ferry_exec_close(struct ferry_exec *ex) {
     ex->pend_head = p->next;
     free(p);
   }
+  ex->npend = 0;
   if (!ok)
     d->DevicePrimaryCtxReset(ex->dev);
   if (ex->ctx_held)

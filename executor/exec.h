@@ -64,6 +64,15 @@ int ferry_exec_event(struct ferry_exec *ex, uint32_t id, CUevent *out);
    refused as a protocol violation, as a server must. */
 void ferry_exec_allow_host(struct ferry_exec *ex, uint64_t base, uint64_t size);
 
+/* Limits for a server's session, 0 meaning none (the default):
+   max_deferred bounds the pinned host bytes that memcpy_dtoh_async
+   requests hold until the client's next synchronizing call collects them
+   (one copy may exceed it when nothing else is waiting, up to the device
+   memory the session has mapped); max_mem bounds the device memory mem_map
+   maps. Beyond either the call fails with cudaErrorMemoryAllocation, and
+   the first time in a session it is logged. */
+void ferry_exec_set_limits(struct ferry_exec *ex, uint64_t max_deferred, uint64_t max_mem);
+
 /* frees every mapping, module, stream and event the session held */
 void ferry_exec_close(struct ferry_exec *ex);
 

@@ -20,6 +20,9 @@
 #define EXEC_MAX_EVENT_ID (1u << 22)
 #define EXEC_MAX_MODULE_ID 0xffffu /* func = module << 16 | index */
 #define EXEC_MAX_ARRAY_ID (1u << 22)
+/* deferred copies a session may have queued at once, data or not: each is
+   an event and a list entry until the client's next synchronizing call */
+#define EXEC_MAX_PENDING (1u << 20)
 
 /* cudaError_t values the executor produces itself */
 enum {
@@ -56,6 +59,7 @@ struct exec_pending {
   uint64_t token;
   void *buf; /* pinned; NULL for a failed (or empty) copy, delivered with no data */
   size_t size;
+  uint64_t charge; /* what buf counts against max_deferred (whole pages) */
   CUevent ev;
 };
 
@@ -84,7 +88,14 @@ struct ferry_exec {
   int stage_busy[2];
 
   struct exec_pending *pend_head, *pend_tail;
+  size_t npend;
   int latched;
+
+  /* ferry_exec_set_limits; 0 means no limit. The *_logged flags keep the
+     log to one line per session for each. */
+  uint64_t max_deferred, pend_bytes; /* pinned bytes held for deferred copies */
+  uint64_t max_mem, mapped;          /* device memory mapped with mem_map */
+  int deferred_logged, mem_logged;
 
   CUarray *arrays; /* by client id; NULL = unused (exec_array.c) */
   uint32_t narrays;

@@ -7,10 +7,27 @@
  */
 #include "executor/exec_internal.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
+
+void ferry_exec_set_limits(struct ferry_exec *ex, uint64_t max_deferred, uint64_t max_mem) {
+  ex->max_deferred = max_deferred;
+  ex->max_mem = max_mem;
+}
+
+/* "256 MiB" for log lines */
+static const char *bytes_str(uint64_t n, char *out, size_t len) {
+  static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (u < 4 && n >= 1024 && n % 1024 == 0)
+    n /= 1024, u++;
+  snprintf(out, len, "%" PRIu64 " %s", n, unit[u]);
+  return out;
+}
 
 /* ---- mappings ---- */
 
@@ -39,6 +56,17 @@ int ferry_x_mem_map(struct ferry_exec *ex, const struct ferry_mem_map_args *a,
   if ((at < ex->nmaps && ex->maps[at].addr < end) ||
       (at > 0 && ex->maps[at - 1].addr + ex->maps[at - 1].size > a->addr))
     return EXEC_INVALID_VALUE; /* overlaps a live mapping */
+  if (ex->max_mem && (a->size > ex->max_mem || ex->mapped > ex->max_mem - a->size)) {
+    if (!ex->mem_logged) {
+      char b1[32], b2[32], b3[32];
+      ferry_log("device memory quota reached: %s more would exceed %s (--max-session-mem), %s "
+                "mapped; this session's allocations fail with cudaErrorMemoryAllocation",
+                bytes_str(a->size, b1, sizeof b1), bytes_str(ex->max_mem, b2, sizeof b2),
+                bytes_str(ex->mapped, b3, sizeof b3));
+      ex->mem_logged = 1;
+    }
+    return EXEC_MEMORY_ALLOCATION;
+  }
   if (ex->nmaps == ex->cmaps) {
     size_t cap = ex->cmaps ? ex->cmaps * 2 : 64;
     struct exec_mapping *p = realloc(ex->maps, cap * sizeof *p);
@@ -66,6 +94,7 @@ int ferry_x_mem_map(struct ferry_exec *ex, const struct ferry_mem_map_args *a,
   memmove(&ex->maps[at + 1], &ex->maps[at], (ex->nmaps - at) * sizeof *ex->maps);
   ex->maps[at] = (struct exec_mapping){a->addr, a->size, h};
   ex->nmaps++;
+  ex->mapped += a->size;
   return EXEC_OK;
 }
 
@@ -81,6 +110,7 @@ int ferry_x_mem_unmap(struct ferry_exec *ex, const struct ferry_mem_unmap_args *
   res = ex->d->MemRelease(ex->maps[at].handle);
   memmove(&ex->maps[at], &ex->maps[at + 1], (ex->nmaps - at - 1) * sizeof *ex->maps);
   ex->nmaps--;
+  ex->mapped -= a->size;
   return CU(res);
 }
 
@@ -90,6 +120,7 @@ void exec_free_memory(struct ferry_exec *ex, int driver_ok) {
     ex->d->MemRelease(ex->maps[i].handle);
   }
   ex->nmaps = 0;
+  ex->mapped = 0;
   if (ex->arena_ok && driver_ok)
     ex->d->MemAddressFree(ex->arena_base, ex->arena_size);
   ex->arena_ok = 0;
@@ -418,9 +449,67 @@ int ferry_x_memset2d(struct ferry_exec *ex, const struct ferry_memset2d_args *a,
 
 /* ---- deferred device-to-host copies ---- */
 
+/* whether [addr, addr + size) lies in this session's mappings, which may
+   be several adjacent ones */
+static int mapped_range(const struct ferry_exec *ex, uint64_t addr, uint64_t size) {
+  if (size == 0 || addr + size < addr || addr == UINT64_MAX)
+    return 0;
+  size_t i = map_lower(ex, addr + 1); /* the first mapping past addr */
+  if (i == 0)
+    return 0;
+  uint64_t at = addr, end = addr + size;
+  for (i--; i < ex->nmaps && ex->maps[i].addr <= at; i++) {
+    uint64_t stop = ex->maps[i].addr + ex->maps[i].size;
+    if (stop <= at)
+      return 0;
+    if (stop >= end)
+      return 1;
+    at = stop;
+  }
+  return 0;
+}
+
+/*
+ * Whether a copy of `size` bytes may hold that much pinned memory until the
+ * client collects it. The data cannot be pushed to the client early: the
+ * shim reads the connection only while it waits for a reply, so a server
+ * blocked sending it would deadlock with a client blocked sending a large
+ * copy. Hence a bound, and a clear error beyond it.
+ */
+static int deferred_fits(struct ferry_exec *ex, const struct ferry_memcpy_dtoh_async_args *a,
+                         uint64_t charge) {
+  if (!ex->max_deferred || (charge <= ex->max_deferred &&
+                            ex->pend_bytes <= ex->max_deferred - charge))
+    return 1;
+  /* a lone copy of memory the session holds on the device (one large
+     cudaMemcpyAsync, then a synchronize) costs no more host memory than it
+     already holds device memory */
+  if (ex->pend_bytes == 0 && mapped_range(ex, a->src, a->size))
+    return 1;
+  if (!ex->deferred_logged) {
+    char b1[32], b2[32], b3[32];
+    ferry_log("asynchronous device-to-host copies: %s more would exceed %s (--max-deferred) "
+              "held for the client's next synchronizing call (%s held); such copies fail "
+              "with cudaErrorMemoryAllocation",
+              bytes_str(charge, b1, sizeof b1), bytes_str(ex->max_deferred, b2, sizeof b2),
+              bytes_str(ex->pend_bytes, b3, sizeof b3));
+    ex->deferred_logged = 1;
+  }
+  return 0;
+}
+
 int ferry_x_memcpy_dtoh_async(struct ferry_exec *ex, const struct ferry_memcpy_dtoh_async_args *a,
                               struct ferry_memcpy_dtoh_async_rets *r, struct ferry_io *io) {
   (void)r, (void)io;
+  if (ex->npend >= EXEC_MAX_PENDING) {
+    /* only a client that never synchronizes gets here: every entry costs
+       memory (and an event) until it does */
+    if (!ex->violation[0])
+      snprintf(ex->violation, sizeof ex->violation,
+               "more than %u asynchronous device-to-host copies without a synchronizing call",
+               EXEC_MAX_PENDING);
+    return EXEC_MEMORY_ALLOCATION;
+  }
   struct exec_pending *p = calloc(1, sizeof *p);
   if (!p)
     return EXEC_MEMORY_ALLOCATION;
@@ -431,10 +520,17 @@ int ferry_x_memcpy_dtoh_async(struct ferry_exec *ex, const struct ferry_memcpy_d
   else
     ex->pend_head = p;
   ex->pend_tail = p;
+  ex->npend++;
   CUstream s;
   int err = exec_stream(ex, a->stream, &s);
   if (err || a->size == 0)
     return err;
+  /* pinned memory comes in whole pages */
+  if (a->size > UINT64_MAX - 4095)
+    return EXEC_MEMORY_ALLOCATION;
+  uint64_t charge = (a->size + 4095) & ~(uint64_t)4095;
+  if (!deferred_fits(ex, a, charge))
+    return EXEC_MEMORY_ALLOCATION;
   const struct ferry_driver *d = ex->d;
   CUresult res = d->MemHostAlloc(&p->buf, a->size, 0);
   if (res != CUDA_SUCCESS) {
@@ -453,6 +549,8 @@ int ferry_x_memcpy_dtoh_async(struct ferry_exec *ex, const struct ferry_memcpy_d
     p->size = 0;
     return CU(res);
   }
+  p->charge = charge;
+  ex->pend_bytes += charge;
   return EXEC_OK;
 }
 
@@ -461,6 +559,8 @@ static void pending_release(struct ferry_exec *ex, struct exec_pending *p, int d
     ex->d->EventDestroy(p->ev);
   if (p->buf && driver_ok)
     ex->d->MemFreeHost(p->buf);
+  ex->pend_bytes -= p->charge;
+  p->charge = 0;
   p->ev = NULL;
   p->buf = NULL;
   p->size = 0;
@@ -497,6 +597,7 @@ int ferry_exec_flush_deferred(struct ferry_exec *ex, ferry_deferred_fn fn, void 
     if (ex->pend_tail == p)
       ex->pend_tail = prev;
     free(p);
+    ex->npend--;
     if (rc)
       break;
   }

@@ -4,25 +4,59 @@
  * driver; each child loads it fresh. A child also gives each session a clean
  * address space for its arena, and a crash in one session cannot take the
  * others (or the server) down.
+ *
+ * A process per connection is costly, so the parent forks only for a
+ * client that has proven itself: it reads the hello of every tcp
+ * connection itself, without blocking (a poll loop holding a bounded set of
+ * pending handshakes, each with a deadline), checks the frame, the token
+ * and the protocol version, and hands the hello it read to the child.
+ * Sessions are bounded in all and per client address; whatever is refused
+ * gets a GOODBYE saying why, and the log says so at a bounded rate.
  */
 #include "server.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
+#include "transport/backends.h" /* ferry_tcp_fd: the socket to read a hello from */
 
 #define MAX_LISTENERS 16
+
+/* Defaults of the limits (README, "ferry-server options"). 64 sessions is
+   a node's worth of jobs (eight processes on each of eight GPUs); each is a
+   process with its own CUDA context, which costs device memory, so far more
+   would exhaust the GPUs anyway. 16 per client address keeps one node (or
+   one runaway program) from taking them all. */
+#define DEFAULT_MAX_SESSIONS 64
+#define DEFAULT_MAX_PER_PEER 16
+#define DEFAULT_MAX_PENDING 128   /* handshakes being read at once */
+#define DEFAULT_HANDSHAKE_MS 5000 /* for the whole hello, header to last byte */
+/* an ib:// session reads its own hello after its RDMA setup, which allows
+   itself 10 s (transport/ib.c); the handshake deadline comes on top */
+#define IB_BOOTSTRAP_MS 10000
+#define DEFAULT_MAX_DEFERRED (256ull << 20)
+/* a hello is a few hundred bytes (its token at most 256); the parent holds
+   no more than this for one */
+#define HELLO_MAX_BODY 16384u
+/* refused connections are held this long (at most LINGER_MAX of them) so
+   that the client reads the GOODBYE before the close: closing with its
+   hello unread would reset the connection */
+#define LINGER_MAX 64
+#define LINGER_MS 1000
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -37,7 +71,129 @@ static void usage(FILE *f) {
           "  --probe            check that the backend loads and has GPUs, then exit\n"
           "  --token-file FILE  serve only clients presenting this secret (FERRY_TOKEN_FILE);\n"
           "                     the file must be readable by its owner only\n"
-          "  --quiet            log only errors\n");
+          "  --max-sessions N   sessions at once (default %d); more are refused, server busy\n"
+          "  --max-per-peer N   sessions and handshakes per client address (default %d)\n"
+          "  --max-session-mem BYTES  device memory one session may allocate (K/M/G/T\n"
+          "                     suffixes; default 0: no quota)\n"
+          "  --max-deferred BYTES  pinned memory one session may hold for asynchronous\n"
+          "                     device-to-host copies until it synchronizes (default 256M)\n"
+          "  --quiet            log only errors\n"
+          "  for tests: --handshake-timeout-ms MS (default %d), --max-pending N (default %d)\n",
+          DEFAULT_MAX_SESSIONS, DEFAULT_MAX_PER_PEER, DEFAULT_HANDSHAKE_MS, DEFAULT_MAX_PENDING);
+}
+
+/* a whole number in [min, max] for option `name` */
+static int parse_count(const char *name, const char *text, long min, long max, int *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (end == text || *end || errno || v < min || v > max) {
+    ferry_log("--%s %s: expected a whole number from %ld to %ld", name, text, min, max);
+    return -1;
+  }
+  *out = (int)v;
+  return 0;
+}
+
+/* bytes, with an optional K, M, G or T (powers of 1024; "MiB" and "MB" too) */
+static int parse_size(const char *name, const char *text, uint64_t *out) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(text, &end, 10);
+  int shift = 0;
+  if (end != text && *end) {
+    switch (*end) {
+    case 'k': case 'K': shift = 10; break;
+    case 'm': case 'M': shift = 20; break;
+    case 'g': case 'G': shift = 30; break;
+    case 't': case 'T': shift = 40; break;
+    default: shift = -1; break;
+    }
+    if (shift > 0) {
+      end++;
+      if (*end == 'i') end++;
+      if (*end == 'B') end++;
+    }
+  }
+  if (end == text || *end || errno || text[0] == '-' || shift < 0 ||
+      (shift && v > (UINT64_MAX >> shift))) {
+    ferry_log("--%s %s: expected a size in bytes, like 512M or 8G (K, M, G, T: powers of 1024)",
+              name, text);
+    return -1;
+  }
+  *out = (uint64_t)v << shift;
+  return 0;
+}
+
+static long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* ---- refusals, logged at a bounded rate ---- */
+
+enum { R_SESSIONS, R_PEER, R_PENDING, R_TIMEOUT, R_HELLO, R_PROTOCOL, R_GONE, R_COUNT };
+static const char *const refusal_kind[R_COUNT] = {
+    "--max-sessions", "--max-per-peer", "handshakes pending", "handshake timeout",
+    "hello refused", "malformed handshake", "closed before hello"};
+
+/* a bucket per kind: a burst of RL_BURST lines, then one a second; what is
+   left out is counted and said later */
+#define RL_BURST 5
+static struct {
+  long credit_ms; /* 1000 per line */
+  long last_ms;   /* when credit was last topped up */
+  long logged_ms; /* when a line was last written */
+  unsigned long dropped;
+  int used;
+} rl[R_COUNT];
+
+static void log_refusal(int kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_refusal(int kind, const char *fmt, ...) {
+  long now = now_ms();
+  if (!rl[kind].used) {
+    rl[kind].used = 1;
+    rl[kind].credit_ms = RL_BURST * 1000L;
+  } else {
+    rl[kind].credit_ms += now - rl[kind].last_ms;
+    if (rl[kind].credit_ms > RL_BURST * 1000L) rl[kind].credit_ms = RL_BURST * 1000L;
+  }
+  rl[kind].last_ms = now;
+  if (rl[kind].credit_ms < 1000) {
+    rl[kind].dropped++;
+    return;
+  }
+  rl[kind].credit_ms -= 1000;
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (rl[kind].dropped)
+    ferry_log("%s (and %lu more like it not logged)", msg, rl[kind].dropped);
+  else
+    ferry_log("%s", msg);
+  rl[kind].dropped = 0;
+  rl[kind].logged_ms = now;
+}
+
+/* says how many were left out once a second has passed; returns the ms
+   until it should be called again (-1: nothing waits) */
+static int log_dropped(void) {
+  long now = now_ms(), wait = -1;
+  for (int k = 0; k < R_COUNT; k++) {
+    if (!rl[k].dropped) continue;
+    long due = rl[k].logged_ms + 1000;
+    if (now >= due) {
+      ferry_log("%lu more refusals (%s) not logged", rl[k].dropped, refusal_kind[k]);
+      rl[k].dropped = 0;
+      rl[k].logged_ms = now;
+    } else if (wait < 0 || due - now < wait) {
+      wait = due - now;
+    }
+  }
+  return (int)wait;
 }
 
 
@@ -174,12 +330,55 @@ static void reset_signals_in_child(void) {
 
 /* ---- sessions ---- */
 
+/* "10.0.0.7" of "10.0.0.7:51234", "::1" of "[::1]:51234": what --max-per-peer counts */
+static void peer_ip(const char *peer, char *out, size_t n) {
+  const char *from = peer, *end = NULL;
+  if (peer[0] == '[') {
+    from = peer + 1;
+    end = strchr(from, ']');
+  } else {
+    end = strrchr(peer, ':');
+  }
+  size_t len = end ? (size_t)(end - from) : strlen(from);
+  if (len >= n) len = n - 1;
+  memcpy(out, from, len);
+  out[len] = '\0';
+}
+
 struct child {
   pid_t pid;
   char peer[160];
+  char ip[160];
 };
 static struct child *children;
 static size_t nchildren, children_cap;
+
+/* a tcp connection whose hello the parent is reading */
+struct pending {
+  struct ferry_conn *c;
+  int fd;
+  long deadline;
+  char ip[160];
+  size_t got; /* bytes read: the header, then the body */
+  int judged; /* the header is complete and was found fine */
+  struct ferry_frame h;
+  char *body;
+};
+static struct pending *pend;
+static int npend;
+
+/* refused connections waiting for their client to read the reason */
+struct lingering {
+  struct ferry_conn *c;
+  int fd;
+  long deadline;
+};
+static struct lingering lingers[LINGER_MAX];
+static int nlinger;
+
+struct limits {
+  int max_sessions, max_per_peer, max_pending, handshake_ms;
+};
 
 static void describe_status(int st, char *out, size_t n) {
   if (WIFEXITED(st)) {
@@ -218,6 +417,62 @@ static void reap(const struct server_opts *o, pid_t want, int *want_done, int *w
   }
 }
 
+/* sessions and handshakes of one client address */
+static int peer_count(const char *ip) {
+  int n = 0;
+  for (size_t i = 0; i < nchildren; i++) n += !strcmp(children[i].ip, ip);
+  for (int i = 0; i < npend; i++) n += !strcmp(pend[i].ip, ip);
+  return n;
+}
+
+/* Refuses a connection: for tcp, the hello's REPLY with status (if any)
+   and a GOODBYE with the reason, sent without blocking, then a short
+   linger; other transports (ib://, whose client waits for its RDMA
+   bootstrap) are just closed, the log having the reason. */
+static void refuse(struct ferry_conn *c, int fd, int32_t status, const char *reason) {
+  if (fd < 0) {
+    c->ops->close(c);
+    return;
+  }
+  struct ferry_buf out = {0};
+  if (session_refusal(&out, status, reason) == 0) {
+    /* a few hundred bytes into a fresh socket's buffer: they fit; if a
+       peer stalls them anyway, it does without its reason */
+    ssize_t w = send(fd, out.data, out.len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)w;
+  }
+  ferry_buf_free(&out);
+  shutdown(fd, SHUT_WR);
+  if (nlinger == LINGER_MAX) {
+    c->ops->close(c);
+    return;
+  }
+  lingers[nlinger++] = (struct lingering){c, fd, now_ms() + LINGER_MS};
+}
+
+/* drains what a lingering client still sends; closes it at EOF or its deadline */
+static void linger_step(int i, int readable, long now) {
+  struct lingering *l = &lingers[i];
+  int done = now >= l->deadline;
+  /* a bounded bite per round: a client streaming bytes cannot hold the loop */
+  for (int bites = 0; readable && !done && bites < 16; bites++) {
+    char sink[4096];
+    ssize_t r = recv(l->fd, sink, sizeof sink, MSG_DONTWAIT);
+    if (r > 0) continue;
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    done = 1; /* EOF or error */
+  }
+  if (!done) return;
+  l->c->ops->close(l->c);
+  lingers[i] = lingers[--nlinger];
+}
+
+static void drop_pending(int i) {
+  free(pend[i].body);
+  pend[i] = pend[--npend];
+}
+
 static void stop_sessions(const struct server_opts *o) {
   for (size_t i = 0; i < nchildren; i++) kill(children[i].pid, SIGTERM);
   /* give sessions a moment to release their GPUs, then insist */
@@ -237,17 +492,144 @@ static void stop_sessions(const struct server_opts *o) {
   }
 }
 
+/* state the accept loop shares with the fork */
+static struct ferry_listener *ls[MAX_LISTENERS];
+static int nlisten;
+
+static void close_listeners(void) {
+  for (int j = 0; j < nlisten; j++) {
+    if (ls[j]) ls[j]->ops->close(ls[j]);
+    ls[j] = NULL;
+  }
+}
+
+/* before exiting: lets refused clients read their reason (LINGER_MS at most) */
+static void finish_lingers(void) {
+  while (nlinger) {
+    struct pollfd p[LINGER_MAX];
+    long now = now_ms(), wait = 0;
+    for (int i = 0; i < nlinger; i++) {
+      p[i] = (struct pollfd){.fd = lingers[i].fd, .events = POLLIN};
+      if (lingers[i].deadline - now > wait) wait = lingers[i].deadline - now;
+    }
+    if (poll(p, (nfds_t)nlinger, (int)wait) < 0 && errno != EINTR) wait = -1;
+    now = now_ms();
+    for (int i = nlinger - 1; i >= 0; i--) {
+      if (wait < 0) lingers[i].deadline = now;
+      linger_step(i, p[i].revents != 0, now);
+    }
+  }
+}
+
+/* Forks the session of c (its hello already read when hello is set; that
+   pending entry, index self, stays with the child). The pid, or -1. */
+static pid_t fork_session(struct ferry_conn *c, const char *ip, const struct server_opts *o,
+                          const struct session_hello *hello, int self) {
+  if (nchildren == children_cap) {
+    size_t cap = children_cap ? children_cap * 2 : 16;
+    struct child *p = realloc(children, cap * sizeof *p);
+    if (!p) {
+      ferry_log("out of memory; refusing %s", c->peer);
+      return -1;
+    }
+    children = p;
+    children_cap = cap;
+  }
+  fflush(NULL);
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    ferry_log("fork for %s: %s", c->peer, strerror(errno));
+    return -1;
+  }
+  if (pid == 0) {
+    reset_signals_in_child();
+    prctl(PR_SET_PDEATHSIG, SIGTERM); /* a session never outlives its server */
+    if (getppid() != parent) _exit(SESSION_SETUP); /* it died before prctl */
+    close_listeners();
+    /* other clients' sockets are the parent's to close: a copy held here
+       would keep them open */
+    for (int j = 0; j < npend; j++)
+      if (j != self) pend[j].c->ops->detach(pend[j].c);
+    for (int j = 0; j < nlinger; j++) lingers[j].c->ops->detach(lingers[j].c);
+    static char prefix[48];
+    snprintf(prefix, sizeof prefix, "ferry-server[%d]", (int)getpid());
+    ferry_log_set_prefix(prefix);
+    _exit(session_run_hello(c, o, hello));
+  }
+  struct child *ch = &children[nchildren++];
+  ch->pid = pid;
+  snprintf(ch->peer, sizeof ch->peer, "%s", c->peer);
+  snprintf(ch->ip, sizeof ch->ip, "%s", ip);
+  c->ops->detach(c);
+  return pid;
+}
+
+/* A step of reading pending[i]'s hello: 0 while it is incomplete, 1 when
+   it is all there, -1 when the client went away, -2 when it broke the
+   protocol (why says how). */
+static int hello_step(struct pending *p, char *why, size_t n) {
+  for (;;) {
+    size_t need = sizeof p->h + (p->judged ? p->h.body_len : 0);
+    if (p->got == need && p->judged) return 1;
+    if (p->got == need) {
+      /* the header is complete: judge it before reading on */
+      if (session_check_header(&p->h, why, n)) return -2;
+      if (p->h.kind != FERRY_CALL_hello) {
+        snprintf(why, n, "protocol violation: first frame is %s, not hello",
+                 ferry_calls[p->h.kind].name);
+        return -2;
+      }
+      if (p->h.body_len > HELLO_MAX_BODY) {
+        snprintf(why, n, "malformed frame: a hello of %" PRIu32 " bytes exceeds %u",
+                 p->h.body_len, HELLO_MAX_BODY);
+        return -2;
+      }
+      if (p->h.body_len && !(p->body = malloc(p->h.body_len))) {
+        snprintf(why, n, "out of memory for a hello");
+        return -2;
+      }
+      p->judged = 1;
+      continue;
+    }
+    char *dst = p->got < sizeof p->h ? (char *)&p->h + p->got : p->body + (p->got - sizeof p->h);
+    ssize_t r = recv(p->fd, dst, need - p->got, MSG_DONTWAIT);
+    if (r > 0) {
+      p->got += (size_t)r;
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (r == 0 || errno == ECONNRESET)
+      snprintf(why, n, "client disconnected");
+    else
+      snprintf(why, n, "connection error: %s", strerror(errno));
+    return -1;
+  }
+}
+
 int main(int argc, char **argv) {
   ferry_log_set_prefix("ferry-server");
-  struct server_opts o = {.backend = "cuda"};
+  struct server_opts o = {.backend = "cuda", .max_deferred = DEFAULT_MAX_DEFERRED};
+  struct limits lim = {DEFAULT_MAX_SESSIONS, DEFAULT_MAX_PER_PEER, DEFAULT_MAX_PENDING,
+                       DEFAULT_HANDSHAKE_MS};
   const char *listen_urls[MAX_LISTENERS];
-  int nlisten = 0, once = 0, probe_only = 0;
+  int once = 0, probe_only = 0;
+  enum { O_MAX_SESSIONS = 256, O_MAX_PER_PEER, O_MAX_SESSION_MEM, O_MAX_DEFERRED,
+         O_HANDSHAKE_MS, O_MAX_PENDING };
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, 'l'},  {"gpus", required_argument, NULL, 'g'},
       {"backend", required_argument, NULL, 'b'}, {"sim-kernels", required_argument, NULL, 'k'},
       {"once", no_argument, NULL, 'o'},          {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},          {"probe", no_argument, NULL, 'p'},
-      {"token-file", required_argument, NULL, 't'}, {NULL, 0, NULL, 0}};
+      {"token-file", required_argument, NULL, 't'},
+      {"max-sessions", required_argument, NULL, O_MAX_SESSIONS},
+      {"max-per-peer", required_argument, NULL, O_MAX_PER_PEER},
+      {"max-session-mem", required_argument, NULL, O_MAX_SESSION_MEM},
+      {"max-deferred", required_argument, NULL, O_MAX_DEFERRED},
+      {"handshake-timeout-ms", required_argument, NULL, O_HANDSHAKE_MS},
+      {"max-pending", required_argument, NULL, O_MAX_PENDING},
+      {NULL, 0, NULL, 0}};
   int opt;
   while ((opt = getopt_long(argc, argv, "l:g:b:k:oqhpt:", longopts, NULL)) != -1) {
     switch (opt) {
@@ -276,6 +658,24 @@ int main(int argc, char **argv) {
     case 't':
       if (!(o.token = server_read_token(optarg))) return 2;
       break;
+    case O_MAX_SESSIONS:
+      if (parse_count("max-sessions", optarg, 1, 1000000, &lim.max_sessions)) return 2;
+      break;
+    case O_MAX_PER_PEER:
+      if (parse_count("max-per-peer", optarg, 1, 1000000, &lim.max_per_peer)) return 2;
+      break;
+    case O_MAX_SESSION_MEM:
+      if (parse_size("max-session-mem", optarg, &o.max_session_mem)) return 2;
+      break;
+    case O_MAX_DEFERRED:
+      if (parse_size("max-deferred", optarg, &o.max_deferred)) return 2;
+      break;
+    case O_HANDSHAKE_MS:
+      if (parse_count("handshake-timeout-ms", optarg, 1, 3600000, &lim.handshake_ms)) return 2;
+      break;
+    case O_MAX_PENDING:
+      if (parse_count("max-pending", optarg, 1, 65536, &lim.max_pending)) return 2;
+      break;
     default: usage(stderr); return 2;
     }
   }
@@ -289,6 +689,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (!nlisten) listen_urls[nlisten++] = "tcp://0.0.0.0:7420";
+  o.handshake_ms = lim.handshake_ms + IB_BOOTSTRAP_MS;
 
   int count = 0;
   if (probe_backend(&o, &count)) return 1;
@@ -303,7 +704,6 @@ int main(int argc, char **argv) {
       return 1;
     }
 
-  struct ferry_listener *ls[MAX_LISTENERS];
   for (int i = 0; i < nlisten; i++) {
     struct ferry_url u;
     char err[320];
@@ -330,19 +730,46 @@ int main(int argc, char **argv) {
     return 1;
   }
   install_signals();
+  pend = calloc((size_t)lim.max_pending, sizeof *pend);
+  struct pollfd *pfd = calloc(1 + MAX_LISTENERS + (size_t)lim.max_pending + LINGER_MAX, sizeof *pfd);
+  if (!pend || !pfd) {
+    ferry_log("out of memory");
+    return 1;
+  }
 
   int listening = 1, stopping = 0;
   pid_t once_pid = 0;
   int once_done = 0, once_st = 0;
-  while (!stopping && !(once && once_done)) {
-    struct pollfd pfd[MAX_LISTENERS + 1];
-    pfd[0] = (struct pollfd){.fd = sig_pipe[0], .events = POLLIN};
-    int n = 1;
+  int once_exit = -1; /* --once: the status, when its one session ended before a fork */
+  while (!stopping && !(once && (once_done || once_exit >= 0))) {
+    /* poll: signals, listeners, pending hellos, lingering refusals */
+    long now = now_ms();
+    int wait = log_dropped();
+    for (int i = 0; i < npend; i++) {
+      long left = pend[i].deadline - now;
+      if (left < 0) left = 0;
+      if (wait < 0 || left < wait) wait = (int)left;
+    }
+    for (int i = 0; i < nlinger; i++) {
+      long left = lingers[i].deadline - now;
+      if (left < 0) left = 0;
+      if (wait < 0 || left < wait) wait = (int)left;
+    }
+    int n = 0;
+    pfd[n++] = (struct pollfd){.fd = sig_pipe[0], .events = POLLIN};
+    int lbase = n;
     if (listening)
       for (int i = 0; i < nlisten; i++) pfd[n++] = (struct pollfd){.fd = ls[i]->fd, .events = POLLIN};
-    if (poll(pfd, (nfds_t)n, -1) < 0 && errno != EINTR) {
-      ferry_log("poll: %s", strerror(errno));
-      break;
+    int pbase = n;
+    for (int i = 0; i < npend; i++) pfd[n++] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
+    int gbase = n;
+    for (int i = 0; i < nlinger; i++) pfd[n++] = (struct pollfd){.fd = lingers[i].fd, .events = POLLIN};
+    if (poll(pfd, (nfds_t)n, wait) < 0) {
+      if (errno != EINTR) {
+        ferry_log("poll: %s", strerror(errno));
+        break;
+      }
+      for (int i = 0; i < n; i++) pfd[i].revents = 0;
     }
     if (pfd[0].revents) {
       unsigned char sigs[64];
@@ -352,65 +779,161 @@ int main(int argc, char **argv) {
           if (sigs[i] == SIGTERM || sigs[i] == SIGINT) stopping = 1;
     }
     reap(&o, once_pid, &once_done, &once_st);
-    if (stopping || !listening) continue;
-    for (int i = 1; i < n; i++) {
-      if (!pfd[i].revents) continue;
-      struct ferry_listener *l = ls[i - 1];
+    if (stopping) continue;
+    now = now_ms();
+
+    /* lingering refusals, last first: removal moves the last into i */
+    for (int i = nlinger - 1; i >= 0; i--) linger_step(i, pfd[gbase + i].revents != 0, now);
+
+    /* pending hellos, last first for the same reason */
+    for (int i = npend - 1; i >= 0; i--) {
+      struct pending *p = &pend[i];
+      char why[320];
+      int r = 0;
+      if (pfd[pbase + i].revents) r = hello_step(p, why, sizeof why);
+      if (r == 0 && now < p->deadline) continue;
+      int32_t status = 0;
+      int kind = R_PROTOCOL, code = SESSION_PROTOCOL;
+      const char *what = ""; /* before why in the log, not in the GOODBYE */
+      if (r == 0) {
+        kind = R_TIMEOUT;
+        snprintf(why, sizeof why, "handshake timeout: no complete hello within %d ms",
+                 lim.handshake_ms);
+      } else if (r == -1) {
+        kind = R_GONE;
+        code = SESSION_OK;
+      } else if (r == 1) {
+        struct ferry_decoder dec;
+        ferry_decoder_init(&dec);
+        struct ferry_hello_args a;
+        static const char empty[1];
+        if (ferry_decode_args(&dec, FERRY_CALL_hello, p->body ? p->body : empty, p->h.body_len,
+                              &a)) {
+          snprintf(why, sizeof why, "malformed frame: %s", dec.error);
+        } else if ((status = session_check_hello(&o, &a, why, sizeof why))) {
+          what = "hello refused: ";
+          kind = R_HELLO;
+          code = SESSION_SETUP;
+        } else {
+          kind = -1; /* welcome */
+        }
+        ferry_decoder_destroy(&dec);
+      }
+      if (kind < 0 && (size_t)nchildren >= (size_t)lim.max_sessions) {
+        /* others got in while this one was saying hello */
+        snprintf(why, sizeof why, "server busy: %d session%s (--max-sessions)", lim.max_sessions,
+                 lim.max_sessions == 1 ? "" : "s");
+        log_refusal(R_SESSIONS, "refused %s: %s", p->c->peer, why);
+        refuse(p->c, p->fd, 0, why);
+        drop_pending(i);
+        continue;
+      }
+      if (kind < 0) {
+        struct session_hello hello = {p->h, p->body};
+        pid_t pid = fork_session(p->c, p->ip, &o, &hello, i);
+        if (pid < 0) p->c->ops->close(p->c);
+        drop_pending(i);
+        if (pid > 0 && once) {
+          once_pid = pid;
+          break;
+        }
+        continue;
+      }
+      if (kind != R_GONE || !o.quiet)
+        log_refusal(kind, "session from %s ended: %s%s", p->c->peer, what, why);
+      if (kind == R_GONE)
+        p->c->ops->close(p->c);
+      else
+        refuse(p->c, p->fd, status, why);
+      drop_pending(i);
+      if (once) once_exit = code; /* the one connection --once serves */
+      if (once) break;
+    }
+    if (once && (once_pid || once_exit >= 0)) {
+      /* --once serves one session: nobody else is let in */
+      for (int i = npend - 1; i >= 0; i--) {
+        refuse(pend[i].c, pend[i].fd, 0, "server busy: it serves one session (--once)");
+        drop_pending(i);
+      }
+      close_listeners();
+      listening = 0;
+      continue;
+    }
+    if (!listening) continue;
+
+    for (int i = 0; i < nlisten; i++) {
+      if (!pfd[lbase + i].revents) continue;
+      struct ferry_listener *l = ls[i];
       struct ferry_conn *c = l->ops->accept(l);
       if (!c) {
         if (errno != EINTR) ferry_log("accept on %s: %s", l->name, strerror(errno));
         continue;
       }
-      if (nchildren == children_cap) {
-        size_t cap = children_cap ? children_cap * 2 : 16;
-        struct child *p = realloc(children, cap * sizeof *p);
-        if (!p) {
-          ferry_log("out of memory; refusing %s", c->peer);
-          c->ops->close(c);
-          continue;
-        }
-        children = p;
-        children_cap = cap;
-      }
-      fflush(NULL);
-      pid_t parent = getpid();
-      pid_t pid = fork();
-      if (pid < 0) {
-        ferry_log("fork for %s: %s", c->peer, strerror(errno));
-        c->ops->close(c);
+      int fd = ferry_tcp_fd(c);
+      char ip[160], why[256];
+      peer_ip(c->peer, ip, sizeof ip);
+      int per_peer = peer_count(ip);
+      if ((size_t)nchildren >= (size_t)lim.max_sessions) {
+        snprintf(why, sizeof why, "server busy: %d session%s (--max-sessions)", lim.max_sessions,
+                 lim.max_sessions == 1 ? "" : "s");
+        log_refusal(R_SESSIONS, "refused %s: %s", c->peer, why);
+        refuse(c, fd, 0, why);
         continue;
       }
-      if (pid == 0) {
-        reset_signals_in_child();
-        prctl(PR_SET_PDEATHSIG, SIGTERM); /* a session never outlives its server */
-        if (getppid() != parent) _exit(SESSION_SETUP); /* it died before prctl */
-        for (int j = 0; j < nlisten; j++) ls[j]->ops->close(ls[j]);
-        static char prefix[48];
-        snprintf(prefix, sizeof prefix, "ferry-server[%d]", (int)getpid());
-        ferry_log_set_prefix(prefix);
-        int st = session_run(c, &o);
-        _exit(st);
+      if (per_peer >= lim.max_per_peer) {
+        snprintf(why, sizeof why, "too many connections from %s: %d sessions and handshakes "
+                 "(--max-per-peer)", ip, per_peer);
+        log_refusal(R_PEER, "refused %s: %s", c->peer, why);
+        refuse(c, fd, 0, why);
+        continue;
       }
-      children[nchildren].pid = pid;
-      snprintf(children[nchildren].peer, sizeof children[nchildren].peer, "%s", c->peer);
-      nchildren++;
-      c->ops->detach(c);
-      if (once) {
-        once_pid = pid;
-        listening = 0;
-        for (int j = 0; j < nlisten; j++) ls[j]->ops->close(ls[j]);
-        break;
+      if (fd < 0) {
+        /* not plain tcp (ib://): the hello comes over a channel only the
+           session process can set up; it keeps the handshake deadline */
+        pid_t pid = fork_session(c, ip, &o, NULL, -1);
+        if (pid < 0) c->ops->close(c);
+        if (pid > 0 && once) {
+          once_pid = pid;
+          break; /* the --once block above closes up on the next round */
+        }
+        continue;
       }
+      if (npend == lim.max_pending) {
+        /* the oldest goes: a flood of silent connections then costs its
+           sender more than one that only has to outwait the deadline */
+        int old = 0;
+        for (int j = 1; j < npend; j++)
+          if (pend[j].deadline < pend[old].deadline) old = j;
+        snprintf(why, sizeof why, "server busy: %d handshakes pending; the oldest was dropped",
+                 lim.max_pending);
+        log_refusal(R_PENDING, "refused %s: %s", pend[old].c->peer, why);
+        refuse(pend[old].c, pend[old].fd, 0, why);
+        drop_pending(old);
+      }
+      struct pending *p = &pend[npend++];
+      *p = (struct pending){.c = c, .fd = fd, .deadline = now_ms() + lim.handshake_ms};
+      snprintf(p->ip, sizeof p->ip, "%s", ip);
     }
   }
 
-  if (listening)
-    for (int j = 0; j < nlisten; j++) ls[j]->ops->close(ls[j]);
+  close_listeners();
+  for (int i = npend - 1; i >= 0; i--) {
+    pend[i].c->ops->close(pend[i].c);
+    drop_pending(i);
+  }
   if (stopping) {
+    while (nlinger) {
+      lingers[nlinger - 1].c->ops->close(lingers[nlinger - 1].c);
+      nlinger--;
+    }
     if (!o.quiet) ferry_log("stopping: ending %zu session%s", nchildren, nchildren == 1 ? "" : "s");
     stop_sessions(&o);
+    free(pfd);
     return 0;
   }
+  finish_lingers();
+  free(pfd);
+  if (once && once_exit >= 0) return once_exit;
   if (once && once_done) {
     if (WIFEXITED(once_st)) return WEXITSTATUS(once_st);
     return 128 + (WIFSIGNALED(once_st) ? WTERMSIG(once_st) : 0);

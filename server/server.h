@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "executor/driver.h"
+#include "protocol/codec.h"
 #include "transport/transport.h"
 
 #define FERRY_SERVER_MAX_GPUS 64
@@ -26,6 +27,19 @@ struct server_opts {
   int helper;
   uint64_t host_base, host_size;
   const char *setup_error; /* a reason to refuse the hello with, or NULL */
+  /* per-session limits, 0 meaning none (ferry-mhelper sets none) */
+  uint64_t max_deferred;    /* --max-deferred: pinned bytes of deferred copies */
+  uint64_t max_session_mem; /* --max-session-mem: device memory mem_map may map */
+  /* a session that reads its own hello (ib://, whose hello comes over
+     RDMA, which the parent cannot set up) ends unless the hello is complete
+     within this many ms; 0: no limit */
+  int handshake_ms;
+};
+
+/* a hello the server's parent read and checked before it forked */
+struct session_hello {
+  struct ferry_frame h;
+  const char *body; /* h.body_len bytes */
 };
 
 /* the token in path: refused unless only its owner can read it */
@@ -45,6 +59,21 @@ const struct ferry_driver *server_load_driver(const struct server_opts *opts, ch
 
 /* serves one connection until it ends; returns a SESSION_* exit status */
 int session_run(struct ferry_conn *c, const struct server_opts *opts);
+/* the same for a connection whose hello was already read (NULL: read it) */
+int session_run_hello(struct ferry_conn *c, const struct server_opts *opts,
+                      const struct session_hello *hello);
+
+/* Checks of a client's frame header (magic, flags, sizes, kind); 0, or -1
+   with the reason in why, worded as the session logs it. */
+int session_check_header(const struct ferry_frame *h, char *why, size_t n);
+/* The checks of a decoded hello that need no driver: the setup error, the
+   token, the protocol version. 0, or the cudaError_t to refuse it with and
+   the reason in why. */
+int session_check_hello(const struct server_opts *opts, const struct ferry_hello_args *a,
+                        char *why, size_t n);
+/* Appends to out what refuses a connection: the hello's REPLY with status
+   (none when status is 0), then a GOODBYE with reason. 0, or -1 out of memory. */
+int session_refusal(struct ferry_buf *out, int32_t status, const char *reason);
 
 /* redirects fd 1 into a pipe drained by a thread; 0 or -1 */
 int capture_start(void);

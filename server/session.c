@@ -14,10 +14,14 @@
 #include <driver_types.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -54,6 +58,16 @@ struct session {
   /* device code may have run since the device was last synchronised, so
      device printf output may sit in the capture pipe */
   int device_ran;
+  /* keepalives: while a call runs longer than keepalive_ms and no byte of
+     its reply went out yet, a thread sends KEEPALIVE frames, so the client
+     tells a long call from a server gone silent. Every send takes send_mu. */
+  pthread_mutex_t send_mu;
+  pthread_cond_t ka_cond;
+  pthread_t ka_thread;
+  int ka_started, ka_stop;
+  uint32_t keepalive_ms;
+  int in_call, reply_started;
+  uint64_t last_send_ms;
   /* every read of the connection goes through here: it may already hold
      bytes of the next frame. Last, as it is large. */
   struct ferry_reader rd;
@@ -81,6 +95,60 @@ static void conn_failed(struct session *s) {
 
 /* ---- sending ---- */
 
+static uint64_t mono_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+/* every frame leaves through here; reply: it is (part of) the call's reply */
+static int sendv(struct session *s, const struct iovec *iov, int n, int reply) {
+  pthread_mutex_lock(&s->send_mu);
+  if (reply) s->reply_started = 1;
+  int rc = ferry_sendv(s->c, iov, n);
+  s->last_send_ms = mono_ms();
+  pthread_mutex_unlock(&s->send_mu);
+  return rc;
+}
+
+static void *keepalive_main(void *arg) {
+  struct session *s = arg;
+  struct ferry_frame h = {.magic = FERRY_MAGIC, .kind = FERRY_KIND_KEEPALIVE};
+  struct iovec iov = {&h, sizeof h};
+  pthread_mutex_lock(&s->send_mu);
+  while (!s->ka_stop) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)s->keepalive_ms * 1000000u;
+    until.tv_sec += (time_t)(ns / 1000000000u);
+    until.tv_nsec = (long)(ns % 1000000000u);
+    pthread_cond_timedwait(&s->ka_cond, &s->send_mu, &until);
+    /* a frame in the middle of a reply would tear it: only before one */
+    if (s->ka_stop || !s->in_call || s->reply_started ||
+        mono_ms() - s->last_send_ms < s->keepalive_ms)
+      continue;
+    if (ferry_sendv(s->c, &iov, 1)) break; /* the call's own send will say why */
+    s->last_send_ms = mono_ms();
+  }
+  pthread_mutex_unlock(&s->send_mu);
+  return NULL;
+}
+
+static void keepalive_start(struct session *s, uint32_t ms) {
+  if (!ms) return;
+  s->keepalive_ms = ms < 100 ? 100 : ms;
+  s->ka_started = pthread_create(&s->ka_thread, NULL, keepalive_main, s) == 0;
+}
+
+static void keepalive_stop(struct session *s) {
+  if (!s->ka_started) return;
+  pthread_mutex_lock(&s->send_mu);
+  s->ka_stop = 1;
+  pthread_cond_signal(&s->ka_cond);
+  pthread_mutex_unlock(&s->send_mu);
+  pthread_join(s->ka_thread, NULL);
+}
+
 static int send_frame(struct session *s, unsigned kind, int32_t status, int32_t async_status,
                       const void *body, size_t body_len, const void *bulk, uint64_t bulk_len,
                       uint64_t announced_bulk) {
@@ -91,7 +159,7 @@ static int send_frame(struct session *s, unsigned kind, int32_t status, int32_t 
                           .body_len = (uint32_t)body_len,
                           .bulk_len = announced_bulk};
   struct iovec iov[3] = {{&h, sizeof h}, {(void *)body, body_len}, {(void *)bulk, bulk_len}};
-  if (ferry_sendv(s->c, iov, 3)) {
+  if (sendv(s, iov, 3, kind == FERRY_KIND_REPLY)) {
     conn_failed(s);
     return -1;
   }
@@ -102,15 +170,45 @@ static int buf_write(void *data, const char *p, size_t n) {
   return ferry_buf_append(data, p, n);
 }
 
+/* appends a whole frame with only a body */
+static int append_frame(struct ferry_buf *out, unsigned kind, int32_t status, const void *body,
+                        size_t body_len) {
+  struct ferry_frame h = {.magic = FERRY_MAGIC, .kind = (uint16_t)kind, .status = status,
+                          .body_len = (uint32_t)body_len};
+  return ferry_buf_append(out, &h, sizeof h) || ferry_buf_append(out, body, body_len) ? -1 : 0;
+}
+
 /* GOODBYE body: msgpack [reason]; strings travel with their NUL, like the codec's */
+static int pack_goodbye(struct ferry_buf *body, const char *reason) {
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, body, buf_write);
+  size_t n = strlen(reason) + 1;
+  return msgpack_pack_array(&pk, 1) || msgpack_pack_str(&pk, n) ||
+                 msgpack_pack_str_body(&pk, reason, n)
+             ? -1
+             : 0;
+}
+
+int session_refusal(struct ferry_buf *out, int32_t status, const char *reason) {
+  struct ferry_buf body = {0};
+  int r = 0;
+  if (status) { /* the hello's reply, with every field empty */
+    struct ferry_hello_rets none;
+    memset(&none, 0, sizeof none);
+    r = ferry_encode_rets(FERRY_CALL_hello, &none, &body) ||
+        append_frame(out, FERRY_KIND_REPLY, status, body.data, body.len);
+    body.len = 0;
+  }
+  if (!r)
+    r = pack_goodbye(&body, reason) ||
+        append_frame(out, FERRY_KIND_GOODBYE, 0, body.data, body.len);
+  ferry_buf_free(&body);
+  return r ? -1 : 0;
+}
+
 static void send_goodbye(struct session *s, const char *reason) {
   s->out.len = 0;
-  msgpack_packer pk;
-  msgpack_packer_init(&pk, &s->out, buf_write);
-  size_t n = strlen(reason) + 1;
-  if (msgpack_pack_array(&pk, 1) || msgpack_pack_str(&pk, n) ||
-      msgpack_pack_str_body(&pk, reason, n))
-    return;
+  if (pack_goodbye(&s->out, reason)) return;
   send_frame(s, FERRY_KIND_GOODBYE, 0, 0, s->out.data, s->out.len, NULL, 0, 0);
 }
 
@@ -230,7 +328,7 @@ static int send_held(struct session *s, const void *p, size_t n, const void *tai
   iov[k++] = (struct iovec){(void *)p, n};
   iov[k++] = (struct iovec){(void *)tail, tail_n};
   s->held = 0;
-  if (ferry_sendv(s->c, iov, k)) {
+  if (sendv(s, iov, k, 1)) {
     conn_failed(s);
     return -1;
   }
@@ -276,46 +374,40 @@ static int pad_bulk(struct session *s) {
 /* ---- receiving ---- */
 
 
-/* reads a header; 1 when the client closed cleanly between frames */
+int session_check_header(const struct ferry_frame *h, char *why, size_t n) {
+  if (h->magic != FERRY_MAGIC)
+    snprintf(why, n, "malformed frame: bad magic 0x%08" PRIx32 " (not a ferry client?)", h->magic);
+  else if (h->flags != 0)
+    snprintf(why, n, "malformed frame: flags 0x%x are reserved", h->flags);
+  else if (h->body_len > FERRY_MAX_BODY)
+    snprintf(why, n, "malformed frame: body of %" PRIu32 " bytes exceeds %u", h->body_len,
+             FERRY_MAX_BODY);
+  else if (h->bulk_len > FERRY_MAX_BULK)
+    snprintf(why, n, "malformed frame: bulk of %" PRIu64 " bytes exceeds the limit", h->bulk_len);
+  else if (!ferry_call_valid(h->kind) && h->kind >= FERRY_KIND_REPLY)
+    snprintf(why, n, "malformed frame: kind 0x%x is a server frame", h->kind);
+  else if (!ferry_call_valid(h->kind))
+    snprintf(why, n, "unknown call id %u", h->kind);
+  else if (h->bulk_len && !(ferry_calls[h->kind].flags & BULK_IN))
+    snprintf(why, n, "malformed frame: %s carries %" PRIu64 " bulk bytes it does not take",
+             ferry_calls[h->kind].name, h->bulk_len);
+  else
+    return 0;
+  return -1;
+}
+
+/* reads a header; -1 when the connection is gone, -2 for a protocol error */
 static int read_header(struct session *s, struct ferry_frame *h) {
   if (ferry_read(&s->rd, h, sizeof *h)) {
     conn_failed(s);
     return -1;
   }
-  if (h->magic != FERRY_MAGIC) {
-    set_reason(s, "malformed frame: bad magic 0x%08" PRIx32 " (not a ferry client?)", h->magic);
-    return -2;
-  }
-  if (h->flags != 0) {
-    set_reason(s, "malformed frame: flags 0x%x are reserved", h->flags);
-    return -2;
-  }
-  if (h->body_len > FERRY_MAX_BODY) {
-    set_reason(s, "malformed frame: body of %" PRIu32 " bytes exceeds %u", h->body_len,
-               FERRY_MAX_BODY);
-    return -2;
-  }
-  if (h->bulk_len > FERRY_MAX_BULK) {
-    set_reason(s, "malformed frame: bulk of %" PRIu64 " bytes exceeds the limit", h->bulk_len);
-    return -2;
-  }
-  if (!ferry_call_valid(h->kind)) {
-    if (h->kind >= FERRY_KIND_REPLY)
-      set_reason(s, "malformed frame: kind 0x%x is a server frame", h->kind);
-    else
-      set_reason(s, "unknown call id %u", h->kind);
-    return -2;
-  }
-  if (h->bulk_len && !(ferry_calls[h->kind].flags & BULK_IN)) {
-    set_reason(s, "malformed frame: %s carries %" PRIu64 " bulk bytes it does not take",
-               ferry_calls[h->kind].name, h->bulk_len);
-    return -2;
-  }
-  return 0;
+  return session_check_header(h, s->reason, sizeof s->reason) ? -2 : 0;
 }
 
-/* reads and decodes the body into s->args; -1 broken, -2 protocol */
-static int read_body(struct session *s, const struct ferry_frame *h) {
+/* reads (or, when from is set, copies) the body and decodes it into
+   s->args; -1 broken, -2 protocol */
+static int read_body(struct session *s, const struct ferry_frame *h, const char *from) {
   if (h->body_len > s->body_cap) {
     size_t cap = s->body_cap ? s->body_cap : 4096;
     while (cap < h->body_len) cap *= 2;
@@ -327,7 +419,9 @@ static int read_body(struct session *s, const struct ferry_frame *h) {
     s->body = p;
     s->body_cap = cap;
   }
-  if (ferry_read(&s->rd, s->body, h->body_len)) {
+  if (from) {
+    if (h->body_len) memcpy(s->body, from, h->body_len);
+  } else if (ferry_read(&s->rd, s->body, h->body_len)) {
     conn_failed(s);
     return -1;
   }
@@ -340,6 +434,38 @@ static int read_body(struct session *s, const struct ferry_frame *h) {
 
 /* ---- hello ---- */
 
+/* the deadline of a hello the parent did not read */
+static char alarm_msg[512];
+static size_t alarm_len;
+
+static void on_handshake_alarm(int sig) {
+  (void)sig;
+  ssize_t w = write(2, alarm_msg, alarm_len); /* async-signal-safe, unlike ferry_log */
+  (void)w;
+  _exit(SESSION_PROTOCOL);
+}
+
+/* the process ends itself if the hello is not complete within ms; a timer,
+   since the transport (ib://: its RDMA setup, then the hello) may block */
+static void arm_handshake(const struct ferry_conn *c, int ms) {
+  int n = snprintf(alarm_msg, sizeof alarm_msg,
+                   "ferry-server[%d]: session from %s ended: handshake timeout: no complete "
+                   "hello within %d ms\n", (int)getpid(), c->peer, ms);
+  alarm_len = n < 0 ? 0 : (size_t)n < sizeof alarm_msg ? (size_t)n : sizeof alarm_msg - 1;
+  struct sigaction sa = {0};
+  sa.sa_handler = on_handshake_alarm;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGALRM, &sa, NULL);
+  struct itimerval t = {.it_value = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000}};
+  setitimer(ITIMER_REAL, &t, NULL);
+}
+
+static void disarm_handshake(void) {
+  struct itimerval t = {{0, 0}, {0, 0}};
+  setitimer(ITIMER_REAL, &t, NULL);
+  signal(SIGALRM, SIG_DFL);
+}
+
 /* compares in time independent of where the strings differ */
 static int token_matches(const char *given, const char *expected) {
   if (!given) return 0;
@@ -349,15 +475,45 @@ static int token_matches(const char *given, const char *expected) {
   return diff == 0;
 }
 
-static int open_session(struct session *s) {
+int session_check_hello(const struct server_opts *opts, const struct ferry_hello_args *a,
+                        char *why, size_t n) {
+  if (opts->setup_error) {
+    snprintf(why, n, "%s", opts->setup_error);
+    return cudaErrorNoDevice;
+  }
+  if (opts->token && !token_matches(a->token, opts->token)) {
+    snprintf(why, n, "authentication failed: %s token (set FERRY_TOKEN_FILE to the "
+             "file the server's --token-file names)", a->token ? "wrong" : "no");
+    return cudaErrorNotPermitted;
+  }
+  if (a->version != FERRY_PROTOCOL_VERSION) {
+    snprintf(why, n, "protocol version mismatch: client speaks %" PRIu32
+             ", this server speaks %u (update ferry on one side)", a->version,
+             FERRY_PROTOCOL_VERSION);
+    return cudaErrorInsufficientDriver;
+  }
+  return 0;
+}
+
+static int open_session(struct session *s, const struct session_hello *pre) {
   struct ferry_frame h;
-  int r = read_header(s, &h);
-  if (r == -1) return SESSION_OK;
+  int r;
+  /* only the reading of the hello is timed: loading the driver may take
+     long on a large machine */
+  int timed = !pre && s->opts->handshake_ms > 0;
+  if (timed) arm_handshake(s->c, s->opts->handshake_ms);
+  if (pre) { /* checked by the parent already; checked again, as it is cheap */
+    h = pre->h;
+    r = session_check_header(&h, s->reason, sizeof s->reason) ? -2 : 0;
+  } else {
+    r = read_header(s, &h);
+  }
   if (r == 0 && h.kind != FERRY_CALL_hello) {
     set_reason(s, "protocol violation: first frame is %s, not hello", ferry_calls[h.kind].name);
     r = -2;
   }
-  if (r == 0) r = read_body(s, &h);
+  if (r == 0) r = read_body(s, &h, pre ? pre->body : NULL);
+  if (timed) disarm_handshake();
   if (r == -1) return SESSION_OK;
   if (r == -2) {
     send_goodbye(s, s->reason);
@@ -373,18 +529,8 @@ static int open_session(struct session *s) {
   unsigned gpu = a->gpu;
   char err[256] = "";
   const char *place = s->opts->helper ? "machine" : "server";
-  if (s->opts->setup_error) {
-    status = cudaErrorNoDevice;
-    snprintf(err, sizeof err, "%s", s->opts->setup_error);
-  } else if (s->opts->token && !token_matches(a->token, s->opts->token)) {
-    status = cudaErrorNotPermitted;
-    snprintf(err, sizeof err, "authentication failed: %s token (set FERRY_TOKEN_FILE to the "
-             "file the server's --token-file names)", a->token ? "wrong" : "no");
-  } else if (a->version != FERRY_PROTOCOL_VERSION) {
-    status = cudaErrorInsufficientDriver;
-    snprintf(err, sizeof err, "protocol version mismatch: client speaks %" PRIu32
-             ", this server speaks %u (update ferry on one side)", a->version,
-             FERRY_PROTOCOL_VERSION);
+  if ((status = session_check_hello(s->opts, a, err, sizeof err))) {
+    /* refused: err says why */
   } else if (s->opts->ngpus && a->gpu >= (unsigned)s->opts->ngpus) {
     status = cudaErrorInvalidDevice;
     snprintf(err, sizeof err, "GPU %" PRIu32 " is out of range: this server offers %d GPU%s",
@@ -406,6 +552,7 @@ static int open_session(struct session *s) {
       s->ex = ferry_exec_open(drv, gpu, a->arena_base, a->arena_size, err, sizeof err);
       if (!s->ex) status = cudaErrorNoDevice;
       else if (s->opts->host_size) ferry_exec_allow_host(s->ex, s->opts->host_base, s->opts->host_size);
+      if (s->ex) ferry_exec_set_limits(s->ex, s->opts->max_deferred, s->opts->max_session_mem);
     }
   }
 
@@ -416,15 +563,20 @@ static int open_session(struct session *s) {
     status = cudaErrorNoDevice;
     snprintf(err, sizeof err, "cannot read the properties of GPU %u", gpu);
   }
-  if (status) memset(rets, 0, s->rets_size);
-  if (encode_rets(s)) return SESSION_INTERNAL;
-  if (send_frame(s, FERRY_KIND_REPLY, status, 0, s->out.data, s->out.len, NULL, 0, 0))
-    return SESSION_OK;
   if (status) {
-    send_goodbye(s, err);
+    /* the same bytes as the server's parent sends when it refuses a hello */
+    s->out.len = 0;
+    if (session_refusal(&s->out, status, err)) return SESSION_INTERNAL;
+    struct iovec iov = {s->out.data, s->out.len};
+    if (sendv(s, &iov, 1, 1)) conn_failed(s);
     set_reason(s, "hello refused: %s", err);
     return SESSION_SETUP;
   }
+  if (encode_rets(s)) return SESSION_INTERNAL;
+  uint32_t keepalive_ms = a->keepalive_ms; /* args are the next call's from here on */
+  if (send_frame(s, FERRY_KIND_REPLY, status, 0, s->out.data, s->out.len, NULL, 0, 0))
+    return SESSION_OK;
+  keepalive_start(s, keepalive_ms);
   if (!s->opts->quiet) {
     if (s->opts->ngpus)
       ferry_log("session from %s: client pid %" PRIu32 " on GPU %" PRIu32 " (physical %u, %s)",
@@ -451,6 +603,10 @@ static int serve_one(struct session *s, const struct ferry_frame *h) {
   s->out_total = s->out_sent = 0;
   memset(s->rets, 0, s->rets_size);
 
+  pthread_mutex_lock(&s->send_mu);
+  s->in_call = 1;
+  s->reply_started = 0;
+  pthread_mutex_unlock(&s->send_mu);
   int status = ferry_exec_call(s->ex, s->call, s->args, s->rets, &io);
   ferry_debug("%s -> %d", ferry_calls[s->call].name, status);
   if (s->broken) return -1;
@@ -463,6 +619,10 @@ static int serve_one(struct session *s, const struct ferry_frame *h) {
   if (s->out_begun) {
     if (s->out_sent < s->out_total && status == cudaSuccess) status = cudaErrorUnknown;
     if (pad_bulk(s)) return -1;
+    if (!s->out_total) { /* no bytes, so no trailer after them: the header says it all */
+      s->held_hdr.status = status;
+      return send_held(s, NULL, 0, NULL, 0);
+    }
     int32_t final = status;
     return send_held(s, NULL, 0, &final, sizeof final);
   }
@@ -484,7 +644,18 @@ const struct ferry_driver *server_load_driver(const struct server_opts *opts, ch
 }
 
 int session_run(struct ferry_conn *c, const struct server_opts *opts) {
+  return session_run_hello(c, opts, NULL);
+}
+
+int session_run_hello(struct ferry_conn *c, const struct server_opts *opts,
+                      const struct session_hello *hello) {
   struct session s = {.c = c, .opts = opts};
+  pthread_mutex_init(&s.send_mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&s.ka_cond, &ca);
+  pthread_condattr_destroy(&ca);
   ferry_decoder_init(&s.dec);
   size_t amax = 0;
   for (unsigned i = 0; i < FERRY_CALL_COUNT; i++) {
@@ -503,7 +674,7 @@ int session_run(struct ferry_conn *c, const struct server_opts *opts) {
     set_reason(&s, "cannot capture device output: %s", strerror(errno));
     status = SESSION_INTERNAL;
   } else {
-    status = open_session(&s);
+    status = open_session(&s, hello);
   }
   while (status < 0) {
     struct ferry_frame h;
@@ -512,14 +683,18 @@ int session_run(struct ferry_conn *c, const struct server_opts *opts) {
       set_reason(&s, "protocol violation: a second hello");
       r = -2;
     }
-    if (r == 0) r = read_body(&s, &h);
+    if (r == 0) r = read_body(&s, &h, NULL);
     if (r == 0) r = serve_one(&s, &h);
+    pthread_mutex_lock(&s.send_mu);
+    s.in_call = 0;
+    pthread_mutex_unlock(&s.send_mu);
     if (r == -1) status = SESSION_OK; /* the connection is gone */
     if (r == -2) {
       send_goodbye(&s, s.reason);
       status = SESSION_PROTOCOL;
     }
   }
+  keepalive_stop(&s);
   if (s.ex) ferry_exec_close(s.ex);
   if (!opts->quiet || status != SESSION_OK)
     ferry_log("session from %s ended: %s", c->peer, s.reason[0] ? s.reason : "done");
@@ -530,5 +705,7 @@ int session_run(struct ferry_conn *c, const struct server_opts *opts) {
   free(s.args);
   free(s.rets);
   free(s.hold_buf);
+  pthread_cond_destroy(&s.ka_cond);
+  pthread_mutex_destroy(&s.send_mu);
   return status;
 }

@@ -149,6 +149,41 @@ arrays)
   expect_in arrays.out "PASSED"
   ! grep -q "not supported" "$work/arrays.err" || fail "a call of arrays was refused"
   ;;
+busy)
+  # --max-sessions 1: a second program is told why it is refused, the
+  # first goes on undisturbed
+  start_sim_server --max-sessions 1
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+  app timeout 120 "$bin/ferry" run -- "$apps/long_run" 40 30 >"$work/long_run.out" 2>"$work/long_run.err" &
+  bg_pid=$!
+  wait_for "long_run to run" grep -q running "$work/long_run.out"
+  rc=$(run vecadd vecadd 1000 1)
+  [ "$rc" != 0 ] || fail "vecadd ran beyond --max-sessions 1"
+  [ "$rc" != 124 ] || fail "vecadd hung"
+  expect_in vecadd.err "server busy: 1 session (--max-sessions)"
+  expect_in server.log "refused 127.0.0.1:.*server busy: 1 session (--max-sessions)"
+  wait "$bg_pid"
+  rc=$?
+  bg_pid=
+  [ "$rc" = 0 ] || fail "long_run exited $rc beside a refused program"
+  expect_in long_run.out "PASSED"
+  ;;
+session_mem_quota)
+  # --max-session-mem: an allocation beyond it is cudaErrorMemoryAllocation
+  # in the program (allocations come in 2 MiB mappings), logged once
+  start_sim_server --max-session-mem 1M
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+  rc=$(run vecadd vecadd 1000 1)
+  [ "$rc" = 1 ] || fail "vecadd exited $rc beyond --max-session-mem 1M, expected 1 (a CUDA error)"
+  # cudaErrorMemoryAllocation, in cudaGetErrorString's words
+  expect_in vecadd.err "cudaMalloc(&da, bytes): out of memory"
+  expect_in server.log "device memory quota reached: 2 MiB more would exceed 1 MiB (--max-session-mem)"
+  start_sim_server --max-session-mem 64M
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+  rc=$(run vecadd vecadd 100000 2)
+  [ "$rc" = 0 ] || fail "vecadd exited $rc within --max-session-mem 64M"
+  expect_in vecadd.out "PASSED"
+  ;;
 *)
   fail "unknown case"
   ;;
