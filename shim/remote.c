@@ -40,10 +40,35 @@ struct ferry_thread *ferry_thread(void) {
 static int lost(struct ferry_link *l, const char *what) {
   if (!l->dead) {
     __atomic_store_n(&l->dead, 1, __ATOMIC_RELAXED);
-    ferry_log("lost connection to %s (device %d) while %s: %s", l->name, l->vgpu, what,
-              errno ? strerror(errno) : "protocol error");
+    if (errno == ETIMEDOUT)
+      ferry_log("lost connection to %s (device %d) while %s: nothing came from it for %d s, "
+                "not even a sign that the call still runs (FERRY_CALL_TIMEOUT)", l->name,
+                l->vgpu, what, ferry_call_timeout_ms() / 1000);
+    else
+      ferry_log("lost connection to %s (device %d) while %s: %s", l->name, l->vgpu, what,
+                errno ? strerror(errno) : "protocol error");
   }
   return cudaErrorDevicesUnavailable;
+}
+
+int ferry_call_timeout_ms(void) {
+  static int ms = -1;
+  if (ms < 0) {
+    const char *e = getenv("FERRY_CALL_TIMEOUT");
+    char *end = NULL;
+    double sec = e && *e ? strtod(e, &end) : 60;
+    if (e && *e && (*end || sec < 0 || sec > 86400)) {
+      ferry_log("FERRY_CALL_TIMEOUT=%s ignored: expected seconds from 0 (never) to 86400", e);
+      sec = 60;
+    }
+    ms = (int)(sec * 1000);
+  }
+  return ms;
+}
+
+void ferry_link_watch(struct ferry_link *l) {
+  int ms = ferry_call_timeout_ms();
+  if (ms && l->conn->ops->set_timeout) l->conn->ops->set_timeout(l->conn, ms);
 }
 
 void ferry_link_init(struct ferry_link *l, int vgpu, const char *name) {
@@ -239,10 +264,13 @@ static int read_body(struct ferry_link *l, uint32_t len) {
   return 0;
 }
 
-/* body is msgpack [x]; returns the object x */
+/* body is msgpack [x]; returns the object x. The peer's counts are checked
+   against the body first: a count alone must not size an allocation. */
 static int first_item(const struct ferry_buf *b, msgpack_zone *z, msgpack_object *item) {
   size_t off = 0;
   msgpack_object o;
+  char why[160];
+  if (ferry_msgpack_check(b->data, b->len, 1, why, sizeof why)) return -1;
   if (msgpack_unpack(b->data, b->len, &off, z, &o) != MSGPACK_UNPACK_SUCCESS) return -1;
   if (o.type != MSGPACK_OBJECT_ARRAY || o.via.array.size < 1) return -1;
   *item = o.via.array.ptr[0];
@@ -331,6 +359,9 @@ static int read_reply(struct ferry_link *l, unsigned call, void *rets,
     case FERRY_KIND_GOODBYE:
       on_goodbye(l, &h);
       return cudaErrorDevicesUnavailable;
+    case FERRY_KIND_KEEPALIVE: /* the call still runs */
+      if (h.body_len || h.bulk_len) return lost(l, "reading a reply (a keepalive with a body)");
+      continue;
     case FERRY_KIND_REPLY:
       break;
     default:
@@ -419,7 +450,9 @@ int ferry_link_hello(struct ferry_link *l, uint32_t gpu, uint64_t arena_base,
                                .arena_base = arena_base,
                                .arena_size = FERRY_ARENA_STRIDE,
                                .client_pid = (uint32_t)getpid(),
-                               .token = ferry_client_token()};
+                               .token = ferry_client_token(),
+                               .keepalive_ms = (uint32_t)(ferry_call_timeout_ms() / 4)};
+  ferry_link_watch(l);
   int rc = ferry_link_call(l, FERRY_CALL_hello, &a, r, NULL);
   if (rc) {
     /* the peer explains a refusal in a GOODBYE frame next to the reply */

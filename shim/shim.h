@@ -165,6 +165,11 @@ int ferry_helper_call(struct ferry_vgpu *v, unsigned call, const void *args, voi
 /* ---- links (remote.c): the same for a vGPU's own link and for a
    migration's target link, which nobody else sees yet ---- */
 void ferry_link_init(struct ferry_link *l, int vgpu, const char *name);
+/* FERRY_CALL_TIMEOUT in ms (default 60 s; 0: never): how long a link may
+   say nothing at all, keepalives included, before it counts as lost */
+int ferry_call_timeout_ms(void);
+/* arms that timeout on l's connection (where its transport can) */
+void ferry_link_watch(struct ferry_link *l);
 /* a link's call (migration holds the gate); ASYNC frames of a link that is
    not a vGPU's own leave at once (the flusher only knows vGPUs) */
 int ferry_link_call(struct ferry_link *l, unsigned call, const void *args, void *rets,

@@ -90,6 +90,7 @@ struct shm_conn {
      re-read only when they say full or empty, so that a message does not
      pull the other side's cache line over every time */
   uint64_t tx_tail, rx_head;
+  uint64_t timeout_ns; /* set_timeout: a wait longer than this fails; 0 never */
 };
 
 unsigned ferry_shm_spin_us(void) {
@@ -173,6 +174,7 @@ static int peer_gone(struct shm_conn *s, int ask_socket) {
    then sleep. 0, or -1 with ECONNRESET once the peer is gone; a reader
    still gets whatever the peer wrote before it went. */
 static int ring_wait(struct shm_conn *s, struct ring_ctl *r, int space) {
+  uint64_t give_up = s->timeout_ns ? now_ns() + s->timeout_ns : 0;
   if (s->spin_ns) {
     uint64_t end = now_ns() + s->spin_ns;
     for (unsigned i = 1;; i++) {
@@ -197,6 +199,11 @@ static int ring_wait(struct shm_conn *s, struct ring_ctl *r, int space) {
     /* EAGAIN and 0 mean the word moved (a wake-up); anything else is a
        timeout or a signal, the time to ask whether the peer still lives */
     if (futex(seq, FUTEX_WAIT, v, &ts) < 0 && errno != EAGAIN && peer_gone(s, 1)) goto gone;
+    if (give_up && now_ns() >= give_up && !ring_ready(s, r, space)) {
+      atomic_store_explicit(waiting, 0, memory_order_relaxed);
+      errno = ETIMEDOUT; /* the peer lives but says nothing: set_timeout's */
+      return -1;
+    }
   }
   atomic_store_explicit(waiting, 0, memory_order_relaxed);
   return 0;
@@ -301,9 +308,14 @@ static void shm_close(struct ferry_conn *c) {
   shm_free(s);
 }
 
+static int shm_set_timeout(struct ferry_conn *c, int ms) {
+  ((struct shm_conn *)c)->timeout_ns = ms > 0 ? (uint64_t)ms * 1000000u : 0;
+  return 0;
+}
+
 static const struct ferry_conn_ops shm_conn_ops = {
     .sendv = shm_sendv, .recv_all = shm_recv_all, .recv_some = shm_recv_some,
-    .detach = shm_detach, .close = shm_close};
+    .detach = shm_detach, .close = shm_close, .set_timeout = shm_set_timeout};
 
 static struct ferry_conn *wrap(struct shm_header *h, size_t map_bytes, int sock, int side) {
   struct shm_conn *s = calloc(1, sizeof *s);

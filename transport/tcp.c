@@ -53,6 +53,7 @@ static int tcp_sendv(struct ferry_conn *c, const struct iovec *iov, int iovcnt) 
     ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) errno = ETIMEDOUT; /* set_timeout's */
       return -1;
     }
     /* advance past what went out */
@@ -79,6 +80,7 @@ static long tcp_recv_some(struct ferry_conn *c, void *buf, size_t min, size_t ca
     ssize_t r = recv(fd, p + got, cap - got, 0);
     if (r < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) errno = ETIMEDOUT; /* set_timeout's */
       return -1;
     }
     if (r == 0) {
@@ -107,9 +109,20 @@ static void tcp_close(struct ferry_conn *c) {
   free(t);
 }
 
+/* the kernel's own timers: a blocked recv or send returns EAGAIN, which the
+   loops above report as ETIMEDOUT */
+static int tcp_set_timeout(struct ferry_conn *c, int ms) {
+  int fd = ((struct tcp_conn *)c)->fd;
+  struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) ||
+      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv))
+    return -1;
+  return 0;
+}
+
 static const struct ferry_conn_ops tcp_conn_ops = {
     .sendv = tcp_sendv, .recv_all = tcp_recv_all, .recv_some = tcp_recv_some,
-    .detach = tcp_detach, .close = tcp_close};
+    .detach = tcp_detach, .close = tcp_close, .set_timeout = tcp_set_timeout};
 
 /* latency and dead-peer detection settings shared by both ends */
 static void tune_socket(int fd) {

@@ -37,6 +37,9 @@ struct ferry_conn_ops {
   long (*recv_some)(struct ferry_conn *c, void *buf, size_t min, size_t cap);
   /* forget the connection in this process only (the server's parent after fork) */
   void (*detach)(struct ferry_conn *c);
+  /* a receive or send that makes no progress for ms milliseconds fails with
+     ETIMEDOUT (0: wait for ever); NULL where the backend cannot tell */
+  int (*set_timeout)(struct ferry_conn *c, int ms);
   void (*close)(struct ferry_conn *c);
 };
 struct ferry_conn {

@@ -6,6 +6,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "sim/twin.h"
 #include "sim/twin_tex.h"
@@ -109,6 +110,16 @@ static void add_one_int(const struct ferry_twin_thread *t, const unsigned char *
 static void spin(const struct ferry_twin_thread *t, const unsigned char *params) {
   (void)t;
   int *counter = ARG(int *, 0);
+  *counter += 1;
+}
+
+/* slow(int *counter, int ms): a kernel that runs ms milliseconds */
+static void slow(const struct ferry_twin_thread *t, const unsigned char *params) {
+  (void)t;
+  int *counter = ARG(int *, 0);
+  int ms = ARG(int, 8);
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
   *counter += 1;
 }
 
@@ -293,6 +304,7 @@ const struct ferry_twin ferry_twins[] = {
     {"_Z9say_helloi", say_hello, 0, 1, {{0, 4}}},
     {"_Z7add_oneIiEvPT_i", add_one_int, 0, 2, {{0, 8}, {8, 4}}},
     {"_Z4spinPi", spin, 0, 1, {{0, 8}}},
+    {"_Z4slowPii", slow, 0, 2, {{0, 8}, {8, 4}}},
     {"_Z9tex_fetchyPfii", tex_fetch, 0, 4, {{0, 8}, {8, 8}, {16, 4}, {20, 4}}},
     {"_Z9surf_fillyii", surf_fill, 0, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {"_Z7mi_stirPji", mi_stir, 1, 2, {{0, 8}, {8, 4}}},
