@@ -9,18 +9,23 @@
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "json_lite.h"
 
 #define SHIM_NAME "libcudart.so.13"
+#ifndef FERRY_VERSION
+#define FERRY_VERSION "0.1"
+#endif
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -33,15 +38,25 @@ static void usage(FILE *out) {
           "run      start PROGRAM (built with `nvcc -cudart shared`) on remote GPUs.\n"
           "         Devices come from --devices, FERRY_DEVICES=tcp://host:7420/0,...\n"
           "         or RCUDA_DEVICE_COUNT=N with RCUDA_DEVICE_<i>=host[@port]:gpu.\n"
-          "         FERRY_LIBDIR overrides where " SHIM_NAME " is found.\n"
+          "         " SHIM_NAME " is looked for in BIN/../lib/ferry, then BIN/../lib\n"
+          "         (BIN: the directory of this program); FERRY_LIBDIR overrides both.\n"
           "ls       list running ferry programs: pid, vGPUs, where each runs, socket.\n"
           "status   one program's vGPUs: backend, records, live memory, last migration.\n"
           "migrate  move vGPU VGPU of a running program onto its machine's GPU LOCAL_GPU;\n"
           "         waits for the end and shows the memory copy's progress on stderr.\n"
-          "         Control sockets live in FERRY_CONTROL_DIR, else XDG_RUNTIME_DIR, else /tmp.\n");
+          "         Control sockets live in FERRY_CONTROL_DIR, else XDG_RUNTIME_DIR, else /tmp.\n"
+          "         A socket is believed only if it is yours (not a link) and the process\n"
+          "         behind it runs as you and is the pid its name says (root: any user's).\n");
 }
 
-/* the lib directory next to this binary's bin directory */
+/* where the shim is, relative to this binary's directory: lib/ferry in an
+   installed tree (a private directory, so that the shim never shadows
+   NVIDIA's runtime for other programs), lib in the build tree */
+static const char *const libdirs[] = {"../lib/ferry", "../lib"};
+
+/* FERRY_LIBDIR, else the first of libdirs that holds the shim: 0; -1 when
+   this binary cannot be found; -2 when no libdirs holds the shim (out says
+   where this binary is) */
 static int find_libdir(char *out, size_t n) {
   const char *env = getenv("FERRY_LIBDIR");
   if (env && *env) {
@@ -49,13 +64,21 @@ static int find_libdir(char *out, size_t n) {
     return 0;
   }
   char exe[PATH_MAX];
-  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1); /* symlinks resolved */
   if (len <= 0) return -1;
   exe[len] = '\0';
-  snprintf(out, n, "%s/../lib", dirname(exe));
-  char real[PATH_MAX];
-  if (realpath(out, real)) snprintf(out, n, "%s", real);
-  return 0;
+  const char *bindir = dirname(exe);
+  for (size_t i = 0; i < sizeof libdirs / sizeof libdirs[0]; i++) {
+    char dir[PATH_MAX + 16], shim[PATH_MAX + 32], real[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/%s", bindir, libdirs[i]);
+    snprintf(shim, sizeof shim, "%s/" SHIM_NAME, dir);
+    if (access(shim, R_OK) == 0) {
+      snprintf(out, n, "%s", realpath(dir, real) ? real : dir);
+      return 0;
+    }
+  }
+  snprintf(out, n, "%s", bindir);
+  return -2;
 }
 
 /* a program linked with the static runtime never loads our library */
@@ -130,8 +153,14 @@ static int cmd_run(int argc, char **argv) {
     return 2;
   }
   char libdir[PATH_MAX], shim[PATH_MAX + 32];
-  if (find_libdir(libdir, sizeof libdir)) {
+  int found = find_libdir(libdir, sizeof libdir);
+  if (found == -1) {
     fprintf(stderr, "ferry run: cannot locate ferry's lib directory; set FERRY_LIBDIR\n");
+    return 2;
+  }
+  if (found == -2) {
+    fprintf(stderr, "ferry run: " SHIM_NAME " is in neither %s/%s nor %s/%s (set FERRY_LIBDIR)\n",
+            libdir, libdirs[0], libdir, libdirs[1]);
     return 2;
   }
   snprintf(shim, sizeof shim, "%s/" SHIM_NAME, libdir);
@@ -236,11 +265,73 @@ static int ctl_ask(int fd, const char *req, char *r, size_t n, int timeout_ms) {
   return ctl_send(fd, req, r, n) ? -1 : ctl_read(fd, r, n, timeout_ms);
 }
 
+/* Whether a reply can be believed. In a shared directory (/tmp) anyone may
+   bind ferry-<pid>.sock first, for a pid still to come, and answer anything
+   (a forged "ok"). So the socket file must be a socket, not a link, and
+   ours; and the process listening on it (SO_PEERCRED, taken when it called
+   listen()) must run as the file's owner and be the pid the caller named or
+   the file's name says. Root may talk to any user's program, as the
+   program's own check allows. */
+enum ctl_refusal {
+  CTL_GONE = 1, /* no such file, or nobody listens: errno says which */
+  CTL_FOREIGN,  /* another user's socket: why says whose */
+  CTL_REFUSED,  /* not to be believed: why says why */
+};
+
+/* connects to the program at path, which should be process `pid` (<= 0:
+   unknown); the fd, or -1 with *refusal (and why, unless CTL_GONE) */
+static int ctl_open(const char *path, long pid, enum ctl_refusal *refusal, char *why, size_t n) {
+  uid_t me = geteuid();
+  struct stat st;
+  *refusal = CTL_REFUSED;
+  if (lstat(path, &st)) {
+    *refusal = CTL_GONE;
+    return -1;
+  }
+  if (S_ISLNK(st.st_mode)) {
+    snprintf(why, n, "it is a symbolic link, not a program's socket");
+    return -1;
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    snprintf(why, n, "it is not a socket");
+    return -1;
+  }
+  if (me != 0 && st.st_uid != me) {
+    *refusal = CTL_FOREIGN;
+    snprintf(why, n, "it belongs to uid %u, not to you (uid %u)", (unsigned)st.st_uid,
+             (unsigned)me);
+    return -1;
+  }
+  int fd = ctl_connect(path);
+  if (fd < 0) {
+    *refusal = CTL_GONE;
+    return -1;
+  }
+  struct ucred cred;
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)) {
+    snprintf(why, n, "cannot tell who listens on it: %s", strerror(errno));
+  } else if (cred.uid != st.st_uid) {
+    snprintf(why, n, "the process behind it runs as uid %u, not as uid %u (the socket's owner)",
+             (unsigned)cred.uid, (unsigned)st.st_uid);
+  } else if (pid > 0 && cred.pid != (pid_t)pid) {
+    snprintf(why, n, "the process behind it is pid %ld, not pid %ld; another program took the name",
+             (long)cred.pid, pid);
+  } else {
+    return fd;
+  }
+  close(fd);
+  return -1;
+}
+
 /* which program a verb talks to: --pid P or --socket PATH */
 struct target {
   char path[PATH_MAX];
-  long pid; /* -1 with --socket */
+  long pid;    /* -1 with --socket */
+  long expect; /* the pid behind the socket: pid, or the one in a ferry-<pid>.sock name, or -1 */
 };
+
+static long socket_pid(const char *name);
 
 /* why a program's socket cannot be reached, for people */
 static void explain_connect(const char *verb, const struct target *t, int e) {
@@ -258,6 +349,17 @@ static void explain_connect(const char *verb, const struct target *t, int e) {
   } else {
     fprintf(stderr, "ferry %s: %s: %s\n", verb, t->path, strerror(e));
   }
+}
+
+/* ctl_open for a verb's target: the fd, or -1 after saying why */
+static int open_target(const char *verb, const struct target *t) {
+  enum ctl_refusal refusal;
+  char why[200];
+  int fd = ctl_open(t->path, t->expect, &refusal, why, sizeof why);
+  if (fd >= 0) return fd;
+  if (refusal == CTL_GONE) explain_connect(verb, t, errno);
+  else fprintf(stderr, "ferry %s: refusing %s: %s\n", verb, t->path, why);
+  return -1;
 }
 
 static int parse_pid(const char *s, long *out) {
@@ -321,23 +423,45 @@ static int parse_target(const char *verb, int argc, char **argv, struct target *
     fprintf(stderr, "ferry %s: missing arguments\n", verb);
     return 2;
   }
+  const char *base = strrchr(t->path, '/');
+  t->expect = t->pid > 0 ? t->pid : socket_pid(base ? base + 1 : t->path);
   return 0;
 }
 
-/* "1.2/4.0 GiB": both in the unit of the total */
-static void format_bytes(char *out, size_t n, double done, double total) {
-  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  double scale = 1;
-  while (u < 4 && total >= scale * 1024) scale *= 1024, u++;
-  if (done < 0) snprintf(out, n, "%.*f %s", u ? 1 : 0, total / scale, units[u]);
-  else snprintf(out, n, "%.*f/%.*f %s", u ? 1 : 0, done / scale, u ? 1 : 0, total / scale, units[u]);
+/* Numbers in a reply come from another process, which may be broken or
+   hostile (1e300, -1, NaN, infinities): each is clamped to what it can mean
+   before it is printed, divided or converted (a double beyond INT_MAX cast
+   to int is undefined). Counts and bytes stop at 2^53, where doubles stop
+   being exact; times at 1e12 ms (30 years). */
+#define COUNT_MAX 9007199254740992.0 /* 2^53 */
+#define MS_MAX 1e12
+
+static double clamp(double v, double lo, double hi) {
+  if (isnan(v)) return lo;
+  return v < lo ? lo : v > hi ? hi : v;
 }
 
-static double num(const char *obj, const char *key) {
-  double v = 0;
-  jl_num(jl_get(obj, key), &v);
-  return v;
+/* member `key` of obj, clamped to [lo, hi]; lo when it is missing */
+static double num_in(const char *obj, const char *key, double lo, double hi) {
+  double v = lo;
+  if (jl_num(jl_get(obj, key), &v)) v = lo;
+  return clamp(v, lo, hi);
+}
+
+static double amount(const char *obj, const char *key) { return num_in(obj, key, 0, COUNT_MAX); }
+static double millis(const char *obj, const char *key) { return num_in(obj, key, 0, MS_MAX); }
+static double ident(const char *obj, const char *key) { return num_in(obj, key, 0, INT_MAX); }
+
+/* "1.2/4.0 GiB": both in the unit of the total; done < 0: the total alone */
+static void format_bytes(char *out, size_t n, double done, double total) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  double scale = 1;
+  total = clamp(total, 0, COUNT_MAX);
+  while (u < 5 && total >= scale * 1024) scale *= 1024, u++;
+  if (done < 0) snprintf(out, n, "%.*f %s", u ? 1 : 0, total / scale, units[u]);
+  else snprintf(out, n, "%.*f/%.*f %s", u ? 1 : 0, clamp(done, 0, total) / scale, u ? 1 : 0,
+                total / scale, units[u]);
 }
 
 static void str(const char *obj, const char *key, char *out, size_t n) {
@@ -362,12 +486,13 @@ static int memsync_progress(const char *mig, char *out, size_t n) {
   char phase[32], state[32], b[64];
   str(mig, "state", state, sizeof state);
   str(mig, "phase", phase, sizeof phase);
-  double done = num(mig, "bytes_done"), total = num(mig, "bytes_total");
+  double total = amount(mig, "bytes_total"), done = clamp(amount(mig, "bytes_done"), 0, total);
   out[0] = '\0';
   if (strcmp(state, "running") || strcmp(phase, "memsync") || total <= 0) return -1;
   format_bytes(b, sizeof b, done, total);
-  snprintf(out, n, "memsync %s (%d%%)", b, (int)(100 * done / total));
-  return (int)(100 * done / total);
+  int pct = (int)(100 * done / total); /* 0..100: done <= total */
+  snprintf(out, n, "memsync %s (%d%%)", b, pct);
+  return pct;
 }
 
 static void print_migration(const char *mig) {
@@ -381,8 +506,9 @@ static void print_migration(const char *mig) {
   times[0] = '\0';
   for (int i = 0; (v = jl_member(ms, i, name, sizeof name)) && len < sizeof times; i++) {
     double t = 0;
-    jl_num(v, &t);
-    len += (size_t)snprintf(times + len, sizeof times - len, "%s%s %.1f", i ? ", " : "", name, t);
+    if (jl_num(v, &t)) t = 0;
+    len += (size_t)snprintf(times + len, sizeof times - len, "%s%s %.1f", i ? ", " : "", name,
+                            clamp(t, 0, MS_MAX));
   }
   if (!strcmp(state, "running")) {
     if (memsync_progress(mig, progress, sizeof progress) < 0)
@@ -390,16 +516,17 @@ static void print_migration(const char *mig) {
     printf("  migration: running, %s\n", progress);
   } else if (!strcmp(state, "done")) {
     char copied[64];
-    format_bytes(copied, sizeof copied, -1, num(mig, "bytes_copied"));
+    format_bytes(copied, sizeof copied, -1, amount(mig, "bytes_copied"));
     printf("  migration: done in %.1f ms, the program held %.1f ms (%s ms)\n",
-           num(mig, "total_ms"), num(mig, "pause_ms"), times);
+           millis(mig, "total_ms"), millis(mig, "pause_ms"), times);
     printf("             at launch %.0f; replayed %.0f records, %.0f modules (%.1f ms, rest %.1f "
            "ms); copied %s in %.0f ranges, %.0f requests\n",
-           num(mig, "launch_at_start"), num(mig, "records_replayed"), num(mig, "modules_replayed"),
-           num(mig, "replay_module_ms"), num(mig, "replay_other_ms"), copied,
-           num(mig, "ranges_copied"), num(mig, "requests"));
+           amount(mig, "launch_at_start"), amount(mig, "records_replayed"),
+           amount(mig, "modules_replayed"), millis(mig, "replay_module_ms"),
+           millis(mig, "replay_other_ms"), copied, amount(mig, "ranges_copied"),
+           amount(mig, "requests"));
   } else if (!strcmp(state, "failed")) {
-    printf("  migration: failed in %s after %.1f ms: %s\n", phase, num(mig, "total_ms"), error);
+    printf("  migration: failed in %s after %.1f ms: %s\n", phase, millis(mig, "total_ms"), error);
     printf("             phases: %s ms\n", times);
   } else {
     printf("  migration: none\n");
@@ -407,17 +534,17 @@ static void print_migration(const char *mig) {
 }
 
 static void print_status(const char *st, const char *path) {
-  printf("pid %.0f  socket %s\n", num(st, "pid"), path);
+  printf("pid %.0f  socket %s\n", ident(st, "pid"), path);
   const char *vgpus = jl_get(st, "vgpus"), *v;
   int i = 0;
   for (; (v = jl_at(vgpus, i)); i++) {
     char backend[32], where[400], bytes[64];
     str(v, "backend", backend, sizeof backend);
     str(v, "where", where, sizeof where);
-    format_bytes(bytes, sizeof bytes, -1, num(v, "live_bytes"));
-    printf("vGPU %.0f  %s  %s\n", num(v, "index"), backend, where);
-    printf("  records %.0f, live regions %.0f (%s), launches %.0f\n", num(v, "records"),
-           num(v, "regions"), bytes, num(v, "launches"));
+    format_bytes(bytes, sizeof bytes, -1, amount(v, "live_bytes"));
+    printf("vGPU %.0f  %s  %s\n", ident(v, "index"), backend, where);
+    printf("  records %.0f, live regions %.0f (%s), launches %.0f\n", amount(v, "records"),
+           amount(v, "regions"), bytes, amount(v, "launches"));
     print_migration(jl_get(v, "migration"));
   }
   if (!i) printf("no vGPU yet (the program has made no CUDA call that needs one)\n");
@@ -429,11 +556,8 @@ static int cmd_status(int argc, char **argv) {
   struct target t;
   int json = 0, rc = parse_target("status", argc, argv, &t, &json, NULL, 0);
   if (rc) return rc;
-  int fd = ctl_connect(t.path);
-  if (fd < 0) {
-    explain_connect("status", &t, errno);
-    return 1;
-  }
+  int fd = open_target("status", &t);
+  if (fd < 0) return 1;
   const char *st = get_status("status", fd, reply_buf, sizeof reply_buf);
   close(fd);
   if (!st) return 1;
@@ -499,8 +623,15 @@ static int cmd_ls(int argc, char **argv) {
   for (size_t k = 0; k < count; k++) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/ferry-%ld.sock", dir, pids[k]);
-    int fd = ctl_connect(path);
-    if (fd < 0) continue; /* a program that died without removing its socket */
+    enum ctl_refusal refusal;
+    char why[200];
+    int fd = ctl_open(path, pids[k], &refusal, why, sizeof why);
+    if (fd < 0) {
+      /* a program that died without removing its socket, or another user's
+         (in a shared /tmp): nothing to say; a forgery: say so */
+      if (refusal == CTL_REFUSED) fprintf(stderr, "ferry ls: refusing %s: %s\n", path, why);
+      continue;
+    }
     int ok = !ctl_ask(fd, "status", reply_buf, sizeof reply_buf, STATUS_TIMEOUT_MS) &&
              !strncmp(reply_buf, "ok {", 4) && jl_skip(reply_buf + 3);
     close(fd);
@@ -522,7 +653,7 @@ static int cmd_ls(int argc, char **argv) {
       char backend[32], where[400];
       str(v, "backend", backend, sizeof backend);
       str(v, "where", where, sizeof where);
-      printf("%-8ld %-5.0f %-8s %-40s %s\n", pids[k], num(v, "index"), backend, where, path);
+      printf("%-8ld %-5.0f %-8s %-40s %s\n", pids[k], ident(v, "index"), backend, where, path);
     }
     if (!json && !i) printf("%-8ld %-5s %-8s %-40s %s\n", pids[k], "-", "-", "(no vGPU yet)", path);
     shown++;
@@ -536,7 +667,7 @@ static int cmd_ls(int argc, char **argv) {
 static const char *find_migration(const char *st, long vgpu) {
   const char *v;
   for (int i = 0; (v = jl_at(jl_get(st, "vgpus"), i)); i++)
-    if (num(v, "index") == (double)vgpu) return jl_get(v, "migration");
+    if (ident(v, "index") == (double)vgpu) return jl_get(v, "migration");
   return NULL;
 }
 
@@ -556,11 +687,8 @@ static int cmd_migrate(int argc, char **argv) {
       return 2;
     }
   }
-  int fd = ctl_connect(t.path);
-  if (fd < 0) {
-    explain_connect("migrate", &t, errno);
-    return 1;
-  }
+  int fd = open_target("migrate", &t);
+  if (fd < 0) return 1;
   char req[64];
   snprintf(req, sizeof req, "migrate %ld %ld", idx[0], idx[1]);
   if (ctl_send(fd, req, reply_buf, sizeof reply_buf)) {
@@ -575,7 +703,9 @@ static int cmd_migrate(int argc, char **argv) {
     int r = poll(&p, 1, polling ? POLL_MS : -1);
     if (r < 0 && errno == EINTR) continue;
     if (r != 0) break;
-    if (pfd < 0) pfd = ctl_connect(t.path);
+    enum ctl_refusal refusal;
+    char why[200];
+    if (pfd < 0) pfd = ctl_open(t.path, t.expect, &refusal, why, sizeof why);
     char line[128];
     const char *mig;
     if (pfd < 0 || ctl_ask(pfd, "status", poll_buf, sizeof poll_buf, STATUS_TIMEOUT_MS) ||
@@ -616,7 +746,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "status")) return cmd_status(argc - 2, argv + 2);
   if (!strcmp(argv[1], "migrate")) return cmd_migrate(argc - 2, argv + 2);
   if (!strcmp(argv[1], "version")) {
-    printf("ferry 0.1 (protocol 1)\n");
+    printf("ferry " FERRY_VERSION " (protocol 1)\n");
     return 0;
   }
   fprintf(stderr, "ferry: unknown command '%s'\n", argv[1]);

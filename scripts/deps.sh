@@ -2,7 +2,9 @@
 # Installs what ferry builds with on Debian 12 / Ubuntu (as root; no-op when present).
 # The CUDA toolkit itself (nvcc, headers) must already be in /usr/local/cuda.
 set -e
-pkgs="cmake make gcc g++ pkg-config libmsgpack-dev libcmocka-dev procps"
+# clang and its libFuzzer runtime: the second compiler CI builds with, and
+# the fuzz harnesses (tests/fuzz); dpkg-dev: the .deb test (cpack)
+pkgs="cmake make gcc g++ pkg-config libmsgpack-dev libcmocka-dev procps clang libclang-rt-14-dev dpkg-dev"
 missing=""
 for p in $pkgs; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

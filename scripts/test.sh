@@ -1,7 +1,9 @@
 #!/bin/sh
-# Builds ferry twice (normal, and with AddressSanitizer + UBSan) and runs every
-# test: cmocka unit tests, server robustness, and end-to-end runs of nvcc-built
-# programs through shim -> tcp -> ferry-server -> CPU simulation.
+# Builds ferry three times (gcc; gcc with AddressSanitizer + UBSan; clang with
+# the fuzz harnesses) and runs every test: cmocka unit tests, server
+# robustness, end-to-end runs of nvcc-built programs through shim -> tcp ->
+# ferry-server -> CPU simulation, the install tree and the .deb, a minute of
+# each fuzz harness, and the ib:// tests in a soft-RoCE VM.
 set -e
 cd "$(dirname "$0")/.."
 sh scripts/deps.sh
@@ -19,4 +21,11 @@ echo "scripts/demo.sh: ok"
 cmake -S . -B build-asan -DFERRY_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DFERRY_WERROR=ON >/dev/null
 cmake --build build-asan -j "$jobs"
 ctest --test-dir build-asan --output-on-failure -j "$jobs"
+# the second compiler, with the fuzz harnesses (their corpora replayed by
+# ctest), then a short run of each harness: any finding fails CI
+CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_WERROR=ON -DFERRY_FUZZ=ON >/dev/null
+cmake --build build-fuzz -j "$jobs"
+ctest --test-dir build-fuzz --output-on-failure -j "$jobs" -R "fuzz_|test_"
+sh tests/fuzz/run.sh build-fuzz "${FERRY_FUZZ_SECONDS:-60}"
+
 bash tests/ib/run.sh build # verbs tests and ib:// end to end, in a soft-RoCE VM

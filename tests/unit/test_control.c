@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -255,6 +256,8 @@ struct proc {
   int in, out, err; /* its stdin, stdout and stderr */
 };
 
+static uid_t spawn_uid = (uid_t)-1; /* spawn() runs its program as this user, unless -1 */
+
 static struct proc spawn(char *const argv[], char **env) {
   int in[2], out[2], err[2];
   assert_int_equal(pipe2(in, O_CLOEXEC) | pipe2(out, O_CLOEXEC) | pipe2(err, O_CLOEXEC), 0);
@@ -265,6 +268,8 @@ static struct proc spawn(char *const argv[], char **env) {
     dup2(in[0], 0);
     dup2(out[1], 1);
     dup2(err[1], 2);
+    if (spawn_uid != (uid_t)-1 && (setgroups(0, NULL) || setgid(spawn_uid) || setuid(spawn_uid)))
+      _exit(126);
     execve(argv[0], argv, env);
     _exit(127);
   }
@@ -811,11 +816,17 @@ struct cli_result {
   char out[65536], err[8192];
 };
 
+static uid_t cli_uid = (uid_t)-1; /* cli() runs the CLI as this user, unless -1 */
+static char cli_path[256] = FERRY_CLI;
+
 static struct cli_result *cli(const char *a1, const char *a2, const char *a3, const char *a4,
                               const char *a5, const char *a6) {
   static struct cli_result res;
-  char *argv[] = {FERRY_CLI, (char *)a1, (char *)a2, (char *)a3, (char *)a4, (char *)a5, (char *)a6, NULL};
+  char *argv[] = {cli_path,   (char *)a1, (char *)a2, (char *)a3,
+                  (char *)a4, (char *)a5, (char *)a6, NULL};
+  spawn_uid = cli_uid;
   struct proc p = spawn(argv, child_env(NULL));
+  spawn_uid = (uid_t)-1;
   close(p.in);
   /* stderr is small; read stdout first, then stderr */
   slurp(p.out, res.out, sizeof res.out);
@@ -951,6 +962,313 @@ static void test_cli_errors(void **state) {
   }
 }
 
+/* ---- the CLI against fake programs: forged sockets, hostile replies ---- */
+
+/* A forked process that plays a program: it listens on DIR/NAME, or on
+   DIR/ferry-<its pid + name_off>.sock, as `uid` (unless -1), with the mode a
+   forger would give it (0777), answers every `status` with status_reply and
+   every `migrate` with migrate_reply 600 ms later (the CLI polls status
+   meanwhile). Each connection is served by a child, which keeps the
+   listener's credentials (SO_PEERCRED reports who called listen()). */
+struct fake {
+  pid_t pid;
+  char path[256];
+};
+static struct fake fakes[4]; /* running, for fakes_teardown */
+static int nfakes;
+static char leftover[256]; /* a file a test made, for fakes_teardown */
+
+static void fake_serve(int c, const char *status_reply, const char *migrate_reply) {
+  char line[512];
+  size_t have = 0;
+  for (;;) {
+    ssize_t r = read(c, line + have, 1);
+    if (r <= 0) _exit(0);
+    if (line[have] != '\n') {
+      if (have + 1 < sizeof line) have++;
+      continue;
+    }
+    line[have] = '\0';
+    have = 0;
+    const char *reply = "error unknown";
+    if (!strcmp(line, "status")) {
+      reply = status_reply;
+    } else if (!strncmp(line, "migrate ", 8)) {
+      nanosleep(&(struct timespec){0, 600 * 1000 * 1000}, NULL);
+      reply = migrate_reply;
+    }
+    if (write(c, reply, strlen(reply)) < 0 || write(c, "\n", 1) != 1) _exit(0);
+  }
+}
+
+static struct fake fake_start(const char *where, const char *name, int name_off, uid_t uid,
+                              const char *status_reply, const char *migrate_reply) {
+  int ready[2];
+  assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+  struct fake f = {.pid = fork()};
+  assert_true(f.pid >= 0);
+  if (f.pid == 0) {
+    /* ctest waits for whoever holds the test's stdout and stderr */
+    int null = open("/dev/null", O_RDWR);
+    dup2(null, 1);
+    dup2(null, 2);
+    signal(SIGCHLD, SIG_IGN); /* connection children reap themselves */
+    if (uid != (uid_t)-1 && (setgroups(0, NULL) || setgid(uid) || setuid(uid))) _exit(3);
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* after setuid, which clears it */
+    if (getppid() == 1) _exit(0);
+    char path[256];
+    if (name) snprintf(path, sizeof path, "%s/%s", where, name);
+    else snprintf(path, sizeof path, "%s/ferry-%d.sock", where, (int)getpid() + name_off);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) || chmod(path, 0777) || listen(s, 8))
+      _exit(4);
+    if (write(ready[1], "r", 1) != 1) _exit(5);
+    for (;;) {
+      int c = accept(s, NULL, NULL);
+      if (c < 0) continue;
+      if (fork() == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        fake_serve(c, status_reply, migrate_reply);
+      }
+      close(c);
+    }
+  }
+  close(ready[1]);
+  if (name) snprintf(f.path, sizeof f.path, "%s/%s", where, name);
+  else snprintf(f.path, sizeof f.path, "%s/ferry-%d.sock", where, (int)f.pid + name_off);
+  fakes[nfakes++] = f;
+  char b;
+  if (read(ready[0], &b, 1) != 1) fail_msg("the fake program did not start");
+  close(ready[0]);
+  return f;
+}
+
+static void fake_stop(struct fake *f) {
+  for (int i = 0; i < nfakes; i++)
+    if (fakes[i].pid == f->pid) fakes[i] = fakes[--nfakes];
+  kill(f->pid, SIGKILL);
+  waitpid(f->pid, NULL, 0);
+  unlink(f->path);
+}
+
+/* a failed assertion skips the test's own clean-up: stop what it left */
+static int fakes_teardown(void **state) {
+  (void)state;
+  while (nfakes) fake_stop(&fakes[0]);
+  if (leftover[0]) unlink(leftover);
+  leftover[0] = '\0';
+  return 0;
+}
+
+static const char *const plain_status =
+    "ok {\"pid\":1,\"vgpus\":[{\"index\":0,\"backend\":\"remote\","
+    "\"where\":\"forged\",\"migration\":{\"state\":\"none\"}}]}";
+static const char *const forged_ok = "ok vgpu 0 now on local GPU 0 (1.0 ms)";
+
+/* the pid named in the socket's name is not the process behind it: someone
+   bound the name of a pid to come */
+static void test_cli_forged_pid(void **state) {
+  (void)state;
+  struct fake f = fake_start(dir, NULL, 1, (uid_t)-1, plain_status, forged_ok);
+  char pid[32];
+  snprintf(pid, sizeof pid, "%d", (int)f.pid + 1);
+  struct cli_result *r = cli("migrate", "--pid", pid, "0", "0", NULL);
+  assert_int_equal(r->rc, 1);
+  assert_string_equal(r->out, "");
+  assert_non_null(strstr(r->err, "ferry migrate: refusing "));
+  char want[128];
+  snprintf(want, sizeof want, "is pid %d, not pid %s", (int)f.pid, pid);
+  if (!strstr(r->err, want)) fail_msg("no '%s' in: %s", want, r->err);
+  r = cli("status", "--pid", pid, NULL, NULL, NULL);
+  assert_int_equal(r->rc, 1);
+  assert_non_null(strstr(r->err, want));
+  assert_null(strstr(r->out, "forged"));
+  r = cli("status", "--socket", f.path, NULL, NULL, NULL); /* the name still says which pid */
+  assert_int_equal(r->rc, 1);
+  assert_non_null(strstr(r->err, want));
+  r = cli("ls", NULL, NULL, NULL, NULL, NULL);
+  assert_int_equal(r->rc, 0);
+  assert_null(strstr(r->out, "forged"));
+  assert_non_null(strstr(r->err, "ferry ls: refusing "));
+  assert_non_null(strstr(r->err, want));
+  r = cli("ls", "--json", NULL, NULL, NULL, NULL);
+  assert_null(strstr(r->out, "forged"));
+  fake_stop(&f);
+
+  /* the same fake under its own pid's name, or an unnumbered name, is believed */
+  f = fake_start(dir, NULL, 0, (uid_t)-1, plain_status, forged_ok);
+  snprintf(pid, sizeof pid, "%d", (int)f.pid);
+  r = cli("status", "--pid", pid, NULL, NULL, NULL);
+  if (r->rc) fail_msg("rc %d: %s", r->rc, r->err);
+  assert_non_null(strstr(r->out, "vGPU 0  remote  forged\n"));
+  fake_stop(&f);
+  f = fake_start(dir, "any-name.sock", 0, (uid_t)-1, plain_status, forged_ok);
+  r = cli("migrate", "--socket", f.path, "0", "0", NULL);
+  if (r->rc) fail_msg("rc %d: %s", r->rc, r->err);
+  assert_string_equal(r->out, "vgpu 0 now on local GPU 0 (1.0 ms)\n");
+  fake_stop(&f);
+}
+
+/* ferry-<pid>.sock is a symbolic link (to a socket that would answer) */
+static void test_cli_symlink(void **state) {
+  (void)state;
+  struct fake f = fake_start(dir, "elsewhere.sock", 0, (uid_t)-1, plain_status, forged_ok);
+  char link[128], pid[32];
+  sock_path(f.pid, link, sizeof link);
+  assert_int_equal(symlink(f.path, link), 0);
+  snprintf(leftover, sizeof leftover, "%s", link);
+  snprintf(pid, sizeof pid, "%d", (int)f.pid);
+  struct cli_result *r = cli("migrate", "--pid", pid, "0", "0", NULL);
+  assert_int_equal(r->rc, 1);
+  assert_string_equal(r->out, "");
+  assert_non_null(strstr(r->err, "symbolic link"));
+  r = cli("ls", NULL, NULL, NULL, NULL, NULL);
+  assert_null(strstr(r->out, "forged"));
+  assert_non_null(strstr(r->err, "symbolic link"));
+  fake_stop(&f);
+}
+
+/* Another user's socket in a shared directory (as /tmp is): the CLI runs as
+   uid 65532, the forger as 65534 (nobody). Needs root, to be both. */
+#define CALLER_UID 65532
+#define FORGER_UID 65534
+
+static void copy_file(const char *from, const char *to, mode_t mode) {
+  int in = open(from, O_RDONLY | O_CLOEXEC);
+  int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  assert_true(in >= 0 && out >= 0);
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(in, buf, sizeof buf)) > 0) assert_int_equal(write(out, buf, (size_t)n), n);
+  close(in);
+  close(out);
+  assert_int_equal(chmod(to, mode), 0);
+}
+
+static char shared[64], saved_dir[sizeof dir];
+
+static int other_uid_setup(void **state) {
+  (void)state;
+  snprintf(shared, sizeof shared, "/tmp/ferry-shared-XXXXXX");
+  if (!mkdtemp(shared) || chmod(shared, 01777)) return -1; /* like /tmp */
+  /* the CLI as another user may not reach the build tree: a copy it can run */
+  snprintf(cli_path, sizeof cli_path, "%s/ferry", shared);
+  copy_file(FERRY_CLI, cli_path, 0755);
+  memcpy(saved_dir, dir, sizeof dir);
+  snprintf(dir, sizeof dir, "%s", shared);
+  return 0;
+}
+
+static int other_uid_teardown(void **state) {
+  fakes_teardown(state);
+  cli_uid = (uid_t)-1;
+  unlink(cli_path);
+  snprintf(cli_path, sizeof cli_path, "%s", FERRY_CLI);
+  memcpy(dir, saved_dir, sizeof dir);
+  return rmdir(shared);
+}
+
+static void test_cli_other_uid(void **state) {
+  (void)state;
+  if (geteuid() != 0) {
+    print_message("not root: cannot play two users; skipped\n");
+    skip();
+  }
+  char pid[32];
+  struct fake f = fake_start(shared, NULL, 0, FORGER_UID, plain_status, forged_ok);
+  snprintf(pid, sizeof pid, "%d", (int)f.pid);
+  cli_uid = CALLER_UID;
+  struct cli_result *r = cli("migrate", "--pid", pid, "0", "0", NULL);
+  assert_int_equal(r->rc, 1);
+  assert_string_equal(r->out, "");
+  if (!strstr(r->err, "belongs to uid 65534, not to you (uid 65532)"))
+    fail_msg("stderr: %s", r->err);
+  r = cli("status", "--pid", pid, NULL, NULL, NULL);
+  assert_int_equal(r->rc, 1);
+  assert_null(strstr(r->out, "forged"));
+  r = cli("ls", NULL, NULL, NULL, NULL, NULL);
+  assert_null(strstr(r->out, "forged")); /* another user's program: not listed */
+
+  /* the file made ours (only root can), the listener still another user's */
+  assert_int_equal(chown(f.path, CALLER_UID, CALLER_UID), 0);
+  r = cli("migrate", "--pid", pid, "0", "0", NULL);
+  assert_int_equal(r->rc, 1);
+  assert_string_equal(r->out, "");
+  if (!strstr(r->err, "runs as uid 65534, not as uid 65532")) fail_msg("stderr: %s", r->err);
+  r = cli("ls", NULL, NULL, NULL, NULL, NULL);
+  assert_null(strstr(r->out, "forged"));
+  assert_non_null(strstr(r->err, "runs as uid 65534"));
+
+  /* root may look at any user's program, but not at a file whose owner is
+     not the process behind it */
+  cli_uid = (uid_t)-1;
+  r = cli("status", "--pid", pid, NULL, NULL, NULL);
+  assert_int_equal(r->rc, 1);
+  assert_non_null(strstr(r->err, "runs as uid 65534, not as uid 65532"));
+  assert_int_equal(chown(f.path, FORGER_UID, FORGER_UID), 0);
+  r = cli("status", "--pid", pid, NULL, NULL, NULL);
+  if (r->rc) fail_msg("root, rc %d: %s", r->rc, r->err);
+  assert_non_null(strstr(r->out, "forged"));
+  fake_stop(&f);
+}
+
+/* a status reply with numbers no program sends: every one is clamped before
+   it is printed, divided or converted */
+static const char *const hostile_status =
+    "ok {\"pid\":1e300,\"vgpus\":["
+    "{\"index\":0,\"backend\":\"remote\",\"where\":\"w0\",\"records\":-1e999,\"regions\":-nan,"
+    "\"live_bytes\":1e300,\"launches\":1e20,\"migration\":{\"state\":\"running\",\"phase\":"
+    "\"memsync\",\"bytes_done\":1e12,\"bytes_total\":1}},"
+    "{\"index\":1e300,\"backend\":\"local\",\"where\":\"w1\",\"records\":3.7,\"regions\":-5,"
+    "\"live_bytes\":-1,\"launches\":2,\"migration\":{\"state\":\"done\",\"phase\":\"switch\","
+    "\"phase_ms\":{\"hold\":-1,\"drain\":1e400,\"setup\":-nan},\"total_ms\":1e308,"
+    "\"pause_ms\":-1e308,"
+    "\"launch_at_start\":1e300,\"records_replayed\":-3,\"modules_replayed\":1e19,"
+    "\"replay_module_ms\":1e300,\"replay_other_ms\":0.5,\"bytes_copied\":1e300,"
+    "\"ranges_copied\":1e300,\"requests\":-1}},"
+    "{\"index\":-7,\"backend\":\"remote\",\"where\":\"w2\",\"live_bytes\":1099511627776,"
+    "\"migration\":{\"state\":\"running\",\"phase\":\"memsync\",\"bytes_done\":-5,"
+    "\"bytes_total\":1e999}}]}";
+
+static void test_cli_hostile_numbers(void **state) {
+  (void)state;
+  struct fake f = fake_start(dir, NULL, 0, (uid_t)-1, hostile_status, "ok moved");
+  char pid[32], expect[2048];
+  snprintf(pid, sizeof pid, "%d", (int)f.pid);
+  struct cli_result *r = cli("status", "--pid", pid, NULL, NULL, NULL);
+  if (r->rc) fail_msg("rc %d: %s", r->rc, r->err);
+  snprintf(expect, sizeof expect,
+           "pid 2147483647  socket %s\n"
+           "vGPU 0  remote  w0\n"
+           "  records 0, live regions 0 (8.0 PiB), launches 9007199254740992\n"
+           "  migration: running, memsync 1/1 B (100%%)\n"
+           "vGPU 2147483647  local  w1\n"
+           "  records 4, live regions 0 (0 B), launches 2\n"
+           "  migration: done in 1000000000000.0 ms, the program held 0.0 ms (hold 0.0, drain "
+           "1000000000000.0, setup 0.0 ms)\n"
+           "             at launch 9007199254740992; replayed 0 records, 9007199254740992 modules "
+           "(1000000000000.0 ms, rest 0.5 ms); copied 8.0 PiB in 9007199254740992 ranges, 0 "
+           "requests\n"
+           "vGPU 0  remote  w2\n"
+           "  records 0, live regions 0 (1.0 TiB), launches 0\n"
+           "  migration: running, memsync 0.0/8.0 PiB (0%%)\n",
+           f.path);
+  if (strcmp(r->out, expect)) fail_msg("got:\n%s\nexpected:\n%s", r->out, expect);
+  r = cli("migrate", "--pid", pid, "0", "1", NULL);
+  if (r->rc) fail_msg("rc %d: %s", r->rc, r->err);
+  assert_string_equal(r->out, "moved\n");
+  if (!strstr(r->err, "ferry: vgpu 0 memsync 1/1 B (100%)\n")) fail_msg("stderr: %s", r->err);
+  assert_null(strstr(r->err, "-"));
+  r = cli("ls", NULL, NULL, NULL, NULL, NULL);
+  char row[512];
+  snprintf(row, sizeof row, "%-8d %-5s %-8s %-40s %s\n", (int)f.pid, "2147483647", "local", "w1",
+           f.path);
+  if (!strstr(r->out, row)) fail_msg("no row '%s' in:\n%s", row, r->out);
+  fake_stop(&f);
+}
+
 /* ---- this binary as the program under control ---- */
 
 /* LeakSanitizer's exit check cannot stop the world in a fork() child of a
@@ -1033,6 +1351,10 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_cli_status),
       cmocka_unit_test(test_cli_migrate),
       cmocka_unit_test(test_cli_errors),
+      cmocka_unit_test_teardown(test_cli_forged_pid, fakes_teardown),
+      cmocka_unit_test_teardown(test_cli_symlink, fakes_teardown),
+      cmocka_unit_test_setup_teardown(test_cli_other_uid, other_uid_setup, other_uid_teardown),
+      cmocka_unit_test_teardown(test_cli_hostile_numbers, fakes_teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
