@@ -21,8 +21,10 @@
 #include <unistd.h>
 
 #include "json_lite.h"
+#include "protocol/wire.h"
 
 #define SHIM_NAME "libcudart.so.13"
+#define DRIVER_NAME "libcuda.so.1" /* the driver front end, beside it */
 #ifndef FERRY_VERSION
 #define FERRY_VERSION "0.1"
 #endif
@@ -106,9 +108,12 @@ static void warn_if_static_runtime(const char *program) {
     /* the NEEDED entry's string lives in .dynstr; a byte search finds it */
     static char buf[1 << 16];
     size_t keep = 0, got;
+    /* either front end's name: NEEDED entries, or the driver's name that a
+       static CUDA runtime passes to dlopen */
     while (!needs_shim && (got = fread(buf + keep, 1, sizeof buf - keep, f)) > 0) {
       size_t total = keep + got;
-      needs_shim = memmem(buf, total, SHIM_NAME, strlen(SHIM_NAME)) != NULL;
+      needs_shim = memmem(buf, total, SHIM_NAME, strlen(SHIM_NAME)) != NULL ||
+                   memmem(buf, total, DRIVER_NAME, strlen(DRIVER_NAME)) != NULL;
       keep = strlen(SHIM_NAME);
       memmove(buf, buf + total - keep, keep);
     }
@@ -116,8 +121,8 @@ static void warn_if_static_runtime(const char *program) {
   fclose(f);
   if (elf && !needs_shim)
     fprintf(stderr,
-            "ferry run: warning: %s does not load " SHIM_NAME
-            "; rebuild it with `nvcc -cudart shared`, or its CUDA calls stay local\n",
+            "ferry run: warning: %s loads neither " SHIM_NAME " nor " DRIVER_NAME
+            " (is it a CUDA program?); its CUDA calls, if any, stay local\n",
             program);
 }
 
@@ -746,7 +751,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "status")) return cmd_status(argc - 2, argv + 2);
   if (!strcmp(argv[1], "migrate")) return cmd_migrate(argc - 2, argv + 2);
   if (!strcmp(argv[1], "version")) {
-    printf("ferry " FERRY_VERSION " (protocol 1)\n");
+    printf("ferry " FERRY_VERSION " (protocol %u)\n", FERRY_PROTOCOL_VERSION);
     return 0;
   }
   fprintf(stderr, "ferry: unknown command '%s'\n", argv[1]);

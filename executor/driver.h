@@ -60,6 +60,12 @@
   X(MemsetD8Async, "cuMemsetD8Async", (CUdeviceptr dst, unsigned char value, size_t n, CUstream stream)) \
   X(MemsetD2D8Async, "cuMemsetD2D8Async",                                                     \
     (CUdeviceptr dst, size_t pitch, unsigned char value, size_t width, size_t height, CUstream stream)) \
+  X(MemsetD2D16Async, "cuMemsetD2D16Async",                                                   \
+    (CUdeviceptr dst, size_t pitch, unsigned short value, size_t width, size_t height,         \
+     CUstream stream))                                                                        \
+  X(MemsetD2D32Async, "cuMemsetD2D32Async",                                                   \
+    (CUdeviceptr dst, size_t pitch, unsigned int value, size_t width, size_t height,           \
+     CUstream stream))                                                                        \
   X(ModuleLoadData, "cuModuleLoadData", (CUmodule * module, const void *image))               \
   X(ModuleUnload, "cuModuleUnload", (CUmodule module))                                        \
   X(ModuleGetFunction, "cuModuleGetFunction", (CUfunction * fn, CUmodule module, const char *name)) \

@@ -7,19 +7,58 @@
 
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static struct ferry_driver cuda_driver;
 static int cuda_loaded;
 
+/* NVIDIA's driver, never ferry's own libcuda.so.1 (the driver front end,
+   which `ferry run` puts first on the library path of the program and so
+   of the ferry-mhelpers it starts): that one exports ferry_driver_front_end */
+static void *open_nvidia(const char *path) {
+  void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (dl && dlsym(dl, "ferry_driver_front_end")) {
+    dlclose(dl);
+    return NULL;
+  }
+  return dl;
+}
+
+static void *load_driver(char *err, size_t errlen) {
+  const char *forced = getenv("FERRY_REAL_LIBCUDA");
+  if (forced && *forced) {
+    void *dl = open_nvidia(forced);
+    if (!dl)
+      snprintf(err, errlen, "FERRY_REAL_LIBCUDA=%s is not a CUDA driver: %s", forced,
+               dlerror() ? dlerror() : "it is ferry's own libcuda.so.1");
+    return dl;
+  }
+  void *dl = open_nvidia("libcuda.so.1");
+  if (dl)
+    return dl;
+  /* the name found ferry's library (or nothing): look where drivers live */
+  static const char *const dirs[] = {"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib",
+                                     "/lib/x86_64-linux-gnu", "/lib64", "/usr/local/nvidia/lib64",
+                                     "/usr/lib/aarch64-linux-gnu", "/usr/lib/wsl/lib"};
+  for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/libcuda.so.1", dirs[i]);
+    if (access(path, R_OK) == 0 && (dl = open_nvidia(path)))
+      return dl;
+  }
+  snprintf(err, errlen, "cannot load NVIDIA's CUDA driver libcuda.so.1 (only ferry's own was "
+                        "found; FERRY_REAL_LIBCUDA names it)");
+  return NULL;
+}
+
 const struct ferry_driver *ferry_driver_cuda(char *err, size_t errlen) {
   if (cuda_loaded)
     return &cuda_driver;
-  void *dl = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!dl) {
-    snprintf(err, errlen, "cannot load the CUDA driver libcuda.so.1: %s", dlerror());
+  void *dl = load_driver(err, errlen);
+  if (!dl)
     return NULL;
-  }
   struct ferry_driver d = {.name = "cuda"};
   void *sym;
 #define FERRY_RESOLVE(member, symbol, params)                                                 \

@@ -41,6 +41,7 @@ struct exec_mapping {
 };
 
 struct exec_func {
+  char *name;    /* so that module_function finds a name it has resolved */
   CUfunction fn; /* NULL: the module has no such function */
   uint32_t nparams;
   uint32_t *layout; /* nparams pairs (offset, size) */

@@ -447,6 +447,23 @@ int ferry_x_memset2d(struct ferry_exec *ex, const struct ferry_memset2d_args *a,
                                    a->height, s));
 }
 
+/* cuMemsetD2D16Async / cuMemsetD2D32Async; the driver checks pitch and
+   alignment, with the driver API's errors */
+int ferry_x_memset_wide(struct ferry_exec *ex, const struct ferry_memset_wide_args *a,
+                        struct ferry_memset_wide_rets *r, struct ferry_io *io) {
+  (void)r, (void)io;
+  CUstream s;
+  int err = exec_stream(ex, a->stream, &s);
+  if (err)
+    return err;
+  if (a->elem == 2)
+    return CU(ex->d->MemsetD2D16Async(a->dst, a->pitch, (unsigned short)(a->value & 0xffff),
+                                      a->width, a->height, s));
+  if (a->elem == 4)
+    return CU(ex->d->MemsetD2D32Async(a->dst, a->pitch, a->value, a->width, a->height, s));
+  return EXEC_INVALID_VALUE;
+}
+
 /* ---- deferred device-to-host copies ---- */
 
 /* whether [addr, addr + size) lies in this session's mappings, which may

@@ -1,24 +1,31 @@
 /*
  * Modules and kernels. module_load resolves every kernel's parameter
  * layout (cuFuncGetParamInfo, counted until CUDA_ERROR_INVALID_VALUE) and
- * every variable's address in one round trip; launch unpacks the client's
- * packed parameter buffer into the pointer array cuLaunchKernel wants,
- * and hands launch attributes, when there are any, to cuLaunchKernelEx.
+ * every variable's address in one round trip; module_function and
+ * module_global resolve one name at a time (the driver API's front end).
+ * launch unpacks the client's packed parameter buffer into the pointer
+ * array cuLaunchKernel wants, and hands launch attributes, when there are
+ * any, to cuLaunchKernelEx.
  */
 #include "executor/exec_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/image.h"
+
 /* a sanity bound; kernel parameters are at most 32 KiB */
 #define EXEC_MAX_PARAMS 32768u
 #define EXEC_MAX_IMAGE (4ull << 30)
+#define EXEC_MAX_FUNC_INDEX 0xffffu /* func = module << 16 | index */
 
 static void module_free(struct ferry_exec *ex, struct exec_module *m, int driver_ok) {
   if (m->mod && driver_ok)
     ex->d->ModuleUnload(m->mod);
-  for (uint32_t i = 0; i < m->nfuncs; i++)
+  for (uint32_t i = 0; i < m->nfuncs; i++) {
     free(m->funcs[i].layout);
+    free(m->funcs[i].name);
+  }
   free(m->funcs);
   free(m->image);
   memset(m, 0, sizeof *m);
@@ -41,6 +48,15 @@ int exec_func(struct ferry_exec *ex, uint32_t func, struct exec_func **out) {
     return EXEC_INVALID_DEVICE_FUNC;
   *out = f;
   return EXEC_OK;
+}
+
+/* a loaded module by id, or a protocol violation (the client never loaded it) */
+static struct exec_module *live_module(struct ferry_exec *ex, uint32_t id) {
+  if (id >= ex->nmods || !ex->mods[id].mod) {
+    exec_bad_handle(ex, "module", id);
+    return NULL;
+  }
+  return &ex->mods[id];
 }
 
 /* NUL-separated names; a missing final NUL is tolerated */
@@ -144,6 +160,10 @@ static int load_names(struct ferry_exec *ex, struct exec_module *m,
     }
     if ((err = resolve_func(ex, m->mod, name, f)))
       break;
+    if (!(f->name = strdup(name))) {
+      err = EXEC_MEMORY_ALLOCATION;
+      break;
+    }
     uint32_t n = f->fn ? f->nparams : 0xFFFFFFFFu;
     if (append(&fl, &fl_len, &fl_cap, &n, 4) ||
         (f->nparams && append(&fl, &fl_len, &fl_cap, f->layout, f->nparams * 8u)))
@@ -183,6 +203,15 @@ static int load_names(struct ferry_exec *ex, struct exec_module *m,
   r->func_layouts = (ferry_blob){fl, (uint32_t)fl_len};
   r->var_info = (ferry_blob){vi, (uint32_t)vi_len};
   return EXEC_OK;
+}
+
+/* the driver gets a pointer and no length: what the image's headers say
+   it spans must be bytes that came, or the driver reads past them. A
+   wrapper holds a pointer of the client's process: never an image here. */
+static int image_fits(const void *image, uint64_t len) {
+  uint64_t size;
+  const char *kind;
+  return ferry_image_size(image, len, &size, &kind) == 0 && strcmp(kind, "wrapper") != 0;
 }
 
 int ferry_x_module_load(struct ferry_exec *ex, const struct ferry_module_load_args *a,
@@ -236,7 +265,8 @@ int ferry_x_module_load(struct ferry_exec *ex, const struct ferry_module_load_ar
     ex->nmods = cap;
   }
   struct exec_module *m = &ex->mods[a->module];
-  CUresult res = ex->d->ModuleLoadData(&m->mod, image);
+  CUresult res = image_fits(image, len) ? ex->d->ModuleLoadData(&m->mod, image)
+                                        : CUDA_ERROR_INVALID_IMAGE;
   if (res != CUDA_SUCCESS) {
     m->mod = NULL;
     free(image);
@@ -251,14 +281,88 @@ int ferry_x_module_load(struct ferry_exec *ex, const struct ferry_module_load_ar
 int ferry_x_module_unload(struct ferry_exec *ex, const struct ferry_module_unload_args *a,
                           struct ferry_module_unload_rets *r, struct ferry_io *io) {
   (void)r, (void)io;
-  if (a->module >= ex->nmods || !ex->mods[a->module].mod) {
-    exec_bad_handle(ex, "module", a->module);
+  struct exec_module *m = live_module(ex, a->module);
+  if (!m)
     return EXEC_INVALID_HANDLE;
-  }
-  struct exec_module *m = &ex->mods[a->module];
   CUresult res = ex->d->ModuleUnload(m->mod);
   m->mod = NULL;
   module_free(ex, m, 0);
+  return CU(res);
+}
+
+/* the reply's layout blob: u32 nparams, then (offset, size) pairs */
+static int layout_blob(struct ferry_exec *ex, const struct exec_func *f, ferry_blob *out) {
+  size_t n = 4 + (size_t)f->nparams * 8;
+  unsigned char *p = exec_ret_alloc(ex, 0, n);
+  if (!p)
+    return EXEC_MEMORY_ALLOCATION;
+  memcpy(p, &f->nparams, 4);
+  if (f->nparams)
+    memcpy(p + 4, f->layout, (size_t)f->nparams * 8);
+  *out = (ferry_blob){p, (uint32_t)n};
+  return EXEC_OK;
+}
+
+/* resolves name and appends it to the module's list; a name the module
+   lacks appends nothing, so indexes stay those the client was given */
+static int append_func(struct ferry_exec *ex, struct exec_module *m, const char *name) {
+  if (m->nfuncs > EXEC_MAX_FUNC_INDEX)
+    return EXEC_INVALID_VALUE; /* func ids hold 16 bits of index */
+  struct exec_func f = {0};
+  int err = resolve_func(ex, m->mod, name, &f);
+  if (!err && !f.fn)
+    err = CU(CUDA_ERROR_NOT_FOUND);
+  if (!err && !(f.name = strdup(name)))
+    err = EXEC_MEMORY_ALLOCATION;
+  struct exec_func *p = err ? NULL : realloc(m->funcs, (m->nfuncs + 1) * sizeof *p);
+  if (!err && !p)
+    err = EXEC_MEMORY_ALLOCATION;
+  if (err) {
+    free(f.layout);
+    free(f.name);
+    return err;
+  }
+  m->funcs = p;
+  m->funcs[m->nfuncs++] = f;
+  return EXEC_OK;
+}
+
+int ferry_x_module_function(struct ferry_exec *ex, const struct ferry_module_function_args *a,
+                            struct ferry_module_function_rets *r, struct ferry_io *io) {
+  (void)io;
+  struct exec_module *m = live_module(ex, a->module);
+  if (!m)
+    return EXEC_INVALID_HANDLE;
+  if (!a->name)
+    return EXEC_INVALID_VALUE;
+  uint32_t i = 0;
+  while (i < m->nfuncs && !(m->funcs[i].name && strcmp(m->funcs[i].name, a->name) == 0))
+    i++;
+  if (i == m->nfuncs) {
+    int err = append_func(ex, m, a->name);
+    if (err)
+      return err;
+  } else if (!m->funcs[i].fn) {
+    return CU(CUDA_ERROR_NOT_FOUND); /* named in module_load, absent from the module */
+  }
+  r->index = i;
+  return layout_blob(ex, &m->funcs[i], &r->layout);
+}
+
+int ferry_x_module_global(struct ferry_exec *ex, const struct ferry_module_global_args *a,
+                          struct ferry_module_global_rets *r, struct ferry_io *io) {
+  (void)io;
+  struct exec_module *m = live_module(ex, a->module);
+  if (!m)
+    return EXEC_INVALID_HANDLE;
+  if (!a->name)
+    return EXEC_INVALID_VALUE;
+  CUdeviceptr addr = 0;
+  size_t size = 0;
+  CUresult res = a->name[0] ? ex->d->ModuleGetGlobal(&addr, &size, m->mod, a->name)
+                            : CUDA_ERROR_NOT_FOUND;
+  r->addr = res == CUDA_SUCCESS ? addr : 0;
+  r->size = res == CUDA_SUCCESS ? size : 0;
   return CU(res);
 }
 

@@ -12,11 +12,13 @@
 
 /* key kinds (key_hi's top byte) */
 enum { K_MAP = 1, K_MODULE, K_STREAM, K_EVENT, K_ARRAY, K_TEX, K_SURF, K_FLAGS, K_LIMIT,
-       K_CACHE, K_FUNC_ATTR, K_FUNC_CACHE, K_EVENT_RECORD };
+       K_CACHE, K_FUNC_ATTR, K_FUNC_CACHE, K_EVENT_RECORD, K_MODULE_FUNC };
 #define KEY(kind, id) ((uint64_t)(kind) << 56 | (uint64_t)(id))
 
-/* what a call does to the log */
-enum action { PLAIN, CREATE, DESTROY, SET, RESET };
+/* what a call does to the log; ONCE: only the first record of a key
+   stays, where a later one must not move it (module_function: indexes
+   follow the order of first resolution) */
+enum action { PLAIN, CREATE, DESTROY, SET, RESET, ONCE };
 
 #define ARGS_FIT(name, flags, args, rets)                                                      \
   _Static_assert(!((flags) & RECORD) || sizeof(struct ferry_##name##_args) <= FERRY_RECORD_ARGS_BYTES, \
@@ -57,6 +59,13 @@ static enum action classify(unsigned call, const void *a, const void *rets, uint
   }
   case FERRY_CALL_func_set_cache_config:
     return ID(K_FUNC_CACHE, ((const struct ferry_func_set_cache_config_args *)a)->func, SET);
+  case FERRY_CALL_module_function: {
+    /* keyed by the func id it made, so kill_module_funcs finds it */
+    const struct ferry_module_function_rets *f = rets;
+    *hi = KEY(K_MODULE_FUNC, (uint64_t)((const struct ferry_module_function_args *)a)->module << 16 |
+                                 (f ? f->index : 0));
+    return ONCE;
+  }
   case FERRY_CALL_device_reset: return RESET;
 #undef ID
   default: return PLAIN;
@@ -134,13 +143,14 @@ static void kill_key(struct ferry_recorder *r, uint64_t hi, uint64_t lo) {
   unindex(r, slot);
 }
 
-/* a module's kernels go with it: their attribute records die too */
+/* a module's kernels go with it: their resolutions and attribute records die too */
 static void kill_module_funcs(struct ferry_recorder *r, uint64_t module) {
   for (size_t i = 0; i < r->n; i++) {
     struct ferry_record *rec = &r->recs[i];
     unsigned kind = (unsigned)(rec->key_hi >> 56);
     uint64_t func = rec->key_hi & ((1ull << 56) - 1);
-    if (rec->live && (kind == K_FUNC_ATTR || kind == K_FUNC_CACHE) && func >> 16 == module)
+    if (rec->live && (kind == K_FUNC_ATTR || kind == K_FUNC_CACHE || kind == K_MODULE_FUNC) &&
+        func >> 16 == module)
       kill_key(r, rec->key_hi, rec->key_lo);
   }
 }
@@ -198,6 +208,8 @@ static int append(struct ferry_recorder *r, unsigned call, const void *args, con
   ferry_args_clone(call, args, rec->args, rec->extra);
   if (call == FERRY_CALL_tex_create && rets) rec->object = ((const struct ferry_tex_create_rets *)rets)->object;
   if (call == FERRY_CALL_surf_create && rets) rec->object = ((const struct ferry_surf_create_rets *)rets)->object;
+  if (call == FERRY_CALL_module_function && rets)
+    rec->object = ((const struct ferry_module_function_rets *)rets)->index;
   rec->live = 1;
   r->n++;
   r->total++;
@@ -218,6 +230,10 @@ int ferry_record(struct ferry_recorder *r, unsigned call, const void *args, cons
     kill_key(r, hi, lo);
     if (call == FERRY_CALL_module_unload) kill_module_funcs(r, lo);
     if (call == FERRY_CALL_event_destroy) kill_key(r, KEY(K_EVENT_RECORD, 0), lo);
+    break;
+  case ONCE:
+    if (r->nslots && *find_slot(r, hi, lo)) break; /* the first record stands */
+    rc = append(r, call, args, rets, bulk, bulk_len, hi, lo);
     break;
   case CREATE:
   case SET: kill_key(r, hi, lo); /* fall through */

@@ -24,7 +24,8 @@ struct ferry_record {
   uint32_t live;
   const void *bulk; /* module_load: the program's fat binary (lives with the program) */
   uint64_t bulk_len;
-  uint64_t object;  /* tex_create/surf_create: the object value the program holds */
+  uint64_t object;  /* tex_create/surf_create: the object value the program holds;
+                       module_function: the index it holds */
   char *extra;      /* the args' str/blob bytes, then module_load's var_info */
   const void *var_info; /* module_load: variable addresses on the source GPU */
   uint32_t var_info_len;

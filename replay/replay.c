@@ -2,7 +2,8 @@
  * Runs a replay log against a target (see replay.h). The calls are the ones
  * the program made, with the same ids and addresses, so the target needs
  * nothing special; only results the program already holds (texture and
- * surface object values) must come out equal, and are checked.
+ * surface object values, kernel indexes from module_function) must come
+ * out equal, and are checked.
  */
 #include "replay/replay.h"
 
@@ -34,6 +35,7 @@ static int replay_one(void *ctx, const struct ferry_record *rec) {
   struct replay_run *run = ctx;
   union {
     struct ferry_module_load_rets module;
+    struct ferry_module_function_rets func;
     struct ferry_tex_create_rets tex;
     struct ferry_surf_create_rets surf;
     unsigned char any[256];
@@ -97,6 +99,14 @@ static int replay_one(void *ctx, const struct ferry_record *rec) {
              "the local GPU gave %s object %llu where the program holds %llu; it cannot keep "
              "its handle", rec->call == FERRY_CALL_tex_create ? "texture" : "surface",
              (unsigned long long)rets.tex.object, (unsigned long long)rec->object);
+    return 1;
+  }
+  if (rec->call == FERRY_CALL_module_function && rets.func.index != rec->object) {
+    const struct ferry_module_function_args *a = (const void *)rec->args;
+    snprintf(run->err, run->errlen,
+             "module %u: function %s got index %u on the local GPU where the program holds %llu; "
+             "it cannot keep its handle", a->module, a->name ? a->name : "?", rets.func.index,
+             (unsigned long long)rec->object);
     return 1;
   }
   if (rec->call == FERRY_CALL_module_load && run->hooks && run->hooks->module_loaded) {

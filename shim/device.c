@@ -19,7 +19,11 @@ cudaError_t cudaSetDevice(int device) {
   int rc = ferry_ensure_init();
   if (rc) return ferry_ret(rc);
   if (device < 0 || device >= ferry.count) return ferry_ret(cudaErrorInvalidDevice);
-  ferry_thread()->device = device;
+  struct ferry_thread *t = ferry_thread();
+  t->device = device;
+  t->ctx = NULL; /* the device's primary context becomes current (and active), as in CUDA */
+  t->ctx_none = 0;
+  __atomic_store_n(&ferry.vgpus[device].primary_active, 1, __ATOMIC_RELAXED);
   return cudaSuccess;
 }
 

@@ -261,6 +261,8 @@ struct ferry_vgpu *ferry_current(int *err) {
     return NULL;
   }
   struct ferry_vgpu *v = &ferry.vgpus[d];
+  if (__builtin_expect(!__atomic_load_n(&v->primary_active, __ATOMIC_RELAXED), 0))
+    __atomic_store_n(&v->primary_active, 1, __ATOMIC_RELAXED);
   if (ferry_dead(v)) {
     *err = cudaErrorDevicesUnavailable;
     return NULL;

@@ -45,6 +45,16 @@ cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *func) {
   return ferry_ret(rc);
 }
 
+/* a cudaFunction_t is a CUfunction: the driver front end launches ferry's
+   kernel objects as they are */
+cudaError_t cudaGetFuncBySymbol(cudaFunction_t *fn, const void *symbol) {
+  if (!fn) return ferry_ret(cudaErrorInvalidValue);
+  struct ferry_kernel *k;
+  int rc = ferry_kernel_lookup(symbol, &k);
+  if (!rc) *fn = (cudaFunction_t)k;
+  return ferry_ret(rc ? cudaErrorInvalidDeviceFunction : 0);
+}
+
 cudaError_t cudaGetKernel(cudaKernel_t *kernel, const void *func) {
   if (!kernel) return ferry_ret(cudaErrorInvalidValue);
   return __cudaGetKernel(kernel, func);
@@ -205,13 +215,12 @@ static int refuse_attr(unsigned id) {
   return cudaErrorNotSupported;
 }
 
-/* sorts config's attributes into out (the forwarded ones) and *flags */
-static int translate_attrs(const cudaLaunchConfig_t *config, CUlaunchAttribute *out,
-                           uint32_t *n, unsigned *flags) {
+int ferry_launch_attrs(const void *attrs, unsigned num, CUlaunchAttribute *out, uint32_t *n,
+                       unsigned *flags) {
   *n = 0;
-  if (config->numAttrs && !config->attrs) return cudaErrorInvalidValue;
-  for (unsigned i = 0; i < config->numAttrs; i++) {
-    const cudaLaunchAttribute *at = &config->attrs[i];
+  if (num && !attrs) return cudaErrorInvalidValue;
+  for (unsigned i = 0; i < num; i++) {
+    const cudaLaunchAttribute *at = &((const cudaLaunchAttribute *)attrs)[i];
     unsigned id = (unsigned)at->id;
     switch (id < ATTR_IDS ? attr_table[id].use : ATTR_UNKNOWN) {
     case ATTR_SKIP: break;
@@ -234,7 +243,7 @@ static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func,
   if (!config) return ferry_ret(cudaErrorInvalidValue);
   CUlaunchAttribute attrs[FERRY_MAX_LAUNCH_ATTRS];
   uint32_t n;
-  int rc = translate_attrs(config, attrs, &n, &flags);
+  int rc = ferry_launch_attrs(config->attrs, config->numAttrs, attrs, &n, &flags);
   if (rc) return ferry_ret(rc);
   ferry_blob blob = {n ? attrs : NULL, n * (uint32_t)sizeof *attrs};
   return launch_by_func(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,

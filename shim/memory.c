@@ -71,7 +71,11 @@ cudaError_t cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t heig
 cudaError_t cudaFree(void *ptr) {
   int rc = ferry_ensure_init();
   if (rc) return ferry_ret(rc);
-  if (!ptr) return cudaSuccess; /* the classic "create the context" idiom */
+  if (!ptr) { /* the classic "create the context" idiom: the primary context is now active */
+    int err;
+    ferry_current(&err);
+    return cudaSuccess;
+  }
   struct ferry_vgpu *v = ferry_vgpu_of(ptr);
   if (!v) return ferry_ret(cudaErrorInvalidValue);
   if (ferry_dead(v)) return ferry_ret(cudaErrorDevicesUnavailable);
@@ -145,6 +149,19 @@ static int device_side(const void *p, uint64_t count, struct ferry_vgpu **v) {
   return ok || count == 0 ? 0 : cudaErrorInvalidValue;
 }
 
+/* A device pointer outside every arena is a module variable's: after a
+   migration, the driver front end's handed-out addresses are translated to
+   where the variable lives now (cu/module.c) */
+static void *global_now(const void *p) {
+  if (ferry_vgpu_of(p)) return (void *)p;
+  return (void *)(uintptr_t)ferry_global_now(ferry_thread()->device, (uint64_t)(uintptr_t)p);
+}
+#define GLOBALS_NOW(kind, dst, src)                                                            \
+  do {                                                                                         \
+    if ((kind) == cudaMemcpyHostToDevice || (kind) == cudaMemcpyDeviceToDevice) dst = global_now(dst); \
+    if ((kind) == cudaMemcpyDeviceToHost || (kind) == cudaMemcpyDeviceToDevice) src = global_now(src); \
+  } while (0)
+
 static enum cudaMemcpyKind resolve_kind(const void *dst, const void *src, enum cudaMemcpyKind kind) {
   if (kind != cudaMemcpyDefault) return kind;
   int d = ferry_vgpu_of(dst) != NULL, s = ferry_vgpu_of(src) != NULL;
@@ -214,6 +231,7 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
   if (!dst || !src) return cudaErrorInvalidValue;
   if ((unsigned)kind > cudaMemcpyDefault) return cudaErrorInvalidMemcpyDirection;
   kind = resolve_kind(dst, src, kind);
+  GLOBALS_NOW(kind, dst, src);
   struct ferry_vgpu *dv = NULL, *sv = NULL;
   uint32_t sid = 0;
   switch (kind) {
@@ -324,6 +342,7 @@ static int copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size
   if (!dst || !src) return cudaErrorInvalidValue;
   if ((unsigned)kind > cudaMemcpyDefault) return cudaErrorInvalidMemcpyDirection;
   kind = resolve_kind(dst, src, kind);
+  GLOBALS_NOW(kind, dst, src);
   uint64_t dspan = dpitch * (height - 1) + width, sspan = spitch * (height - 1) + width;
   struct ferry_vgpu *v;
   uint32_t sid;
@@ -409,6 +428,7 @@ static int set2d(void *dst, size_t pitch, int value, size_t width, size_t height
   if (rc) return rc;
   if (width == 0 || height == 0) return 0;
   if (width > pitch && height > 1) return cudaErrorInvalidPitchValue;
+  dst = global_now(dst);
   struct ferry_vgpu *v;
   uint32_t sid;
   int async = 1; /* a memset is ordered by its stream either way */
@@ -422,6 +442,30 @@ static int set2d(void *dst, size_t pitch, int value, size_t width, size_t height
   struct ferry_memset2d_args a = {(uint64_t)(uintptr_t)dst, pitch, (uint32_t)value & 0xff, width,
                                   height, sid};
   return ferry_call(v, FERRY_CALL_memset2d, &a, NULL, NULL);
+}
+
+/* cuMemsetD16/D32 and their 2D forms: width in elements of elem (2 or 4)
+   bytes; a value whose bytes are all equal takes the byte set */
+int ferry_memset_wide(void *dst, size_t pitch, uint32_t value, unsigned elem, size_t width,
+                      size_t height, cudaStream_t stream, int per_thread) {
+  uint32_t byte = value & 0xff;
+  int uniform = elem == 1 || (elem == 2 ? value == byte * 0x0101u : value == byte * 0x01010101u);
+  if (height == 1) pitch = width * elem;
+  if (uniform) return set2d(dst, pitch, (int)byte, width * elem, height, stream, per_thread);
+  int rc = ferry_ensure_init();
+  if (rc) return rc;
+  if (width == 0 || height == 0) return 0;
+  dst = global_now(dst);
+  if (((uintptr_t)dst | pitch) % elem) return cudaErrorInvalidValue; /* CUDA wants alignment */
+  if (width * elem > pitch && height > 1) return cudaErrorInvalidPitchValue;
+  struct ferry_vgpu *v;
+  uint32_t sid;
+  int async = 1;
+  if ((rc = device_side(dst, pitch * (height - 1) + width * elem, &v)) ||
+      (rc = stream_id_for(v, stream, per_thread, &sid, &async)))
+    return rc;
+  struct ferry_memset_wide_args a = {(uint64_t)(uintptr_t)dst, pitch, value, elem, width, height, sid};
+  return ferry_call(v, FERRY_CALL_memset_wide, &a, NULL, NULL);
 }
 
 cudaError_t cudaMemset(void *dst, int value, size_t count) {

@@ -160,6 +160,32 @@ static int module_loaded(void *ctx, uint32_t module, ferry_blob source, ferry_bl
 
 static const char *error_name(int e) { return cudaGetErrorName((cudaError_t)e); }
 
+/* module globals the driver front end handed out: where the target has them */
+static int global_on_target(void *ctx, uint32_t module, const char *name, uint64_t *addr,
+                            uint64_t *size) {
+  struct mig *m = ctx;
+  struct ferry_module_global_args a = {.module = module, .name = name};
+  struct ferry_module_global_rets r;
+  int rc = m->t.call(m->t.ctx, FERRY_CALL_module_global, &a, &r, NULL);
+  if (rc) return fail(m, "module %u: variable %s is not on the local GPU (%s)", module, name, error_name(rc));
+  *addr = r.addr;
+  *size = r.size;
+  return 0;
+}
+
+static int add_var_copy(void *ctx, uint64_t src, uint64_t dst, uint64_t size) {
+  struct mig *m = ctx;
+  if (m->nvars == m->cvars) {
+    size_t cap = m->cvars ? m->cvars * 2 : 32;
+    struct var_copy *p = realloc(m->vars, cap * sizeof *p);
+    if (!p) return fail(m, "out of memory");
+    m->vars = p;
+    m->cvars = cap;
+  }
+  m->vars[m->nvars++] = (struct var_copy){src, dst, size};
+  return 0;
+}
+
 static int tcall(struct mig *m, unsigned call, const void *args, const struct ferry_bulk *bulk) {
   return m->t.call(m->t.ctx, call, args, NULL, bulk);
 }
@@ -408,6 +434,7 @@ static void switch_over(struct mig *m) {
     /* the log stays the helper's, with the variables where they are now */
     if (m->helper) ferry_recorder_rebind(&v->log, m->rebinds[i].module, info);
   }
+  ferry_globals_commit(v->index);
   __atomic_add_fetch(&v->generation, 1, __ATOMIC_RELEASE);
   if (m->helper) {
     ferry_link_adopt(&v->link, m->tl); /* closes the remote session */
@@ -451,6 +478,8 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
   v->mig.replay_other_ms = rs.other_ms;
   pthread_mutex_unlock(&mig_lock);
   if (fault("replay")) return fail(m, "replaying the log failed (injected fault)");
+  if (ferry_globals_prepare(v->index, global_on_target, add_var_copy, m))
+    return fail(m, "looking up module variables on the target failed");
 
   enter_phase(m, FERRY_PHASE_MEMSYNC);
   if (memsync(m, bytes)) return -1;

@@ -63,6 +63,13 @@ static pthread_rwlock_t registry_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct ptr_map kernels_by_host, vars_by_host, kernel_objects;
 static uint32_t next_module_id = 1;
 
+uint32_t ferry_module_id_new(void) {
+  pthread_rwlock_wrlock(&registry_lock);
+  uint32_t id = next_module_id++;
+  pthread_rwlock_unlock(&registry_lock);
+  return id;
+}
+
 static size_t hash_ptr(const void *p, size_t cap) {
   uint64_t x = (uint64_t)(uintptr_t)p;
   x ^= x >> 33;
@@ -133,9 +140,7 @@ void **__cudaRegisterFatBinary(void *fat_cubin) {
     ferry_log("a fat binary of this program has an unknown format (version %d); its kernels "
               "cannot run under ferry",
               wrapper ? wrapper->version : -1);
-  pthread_rwlock_wrlock(&registry_lock);
-  fb->id = next_module_id++;
-  pthread_rwlock_unlock(&registry_lock);
+  fb->id = ferry_module_id_new();
   if (fb->id > 0xffff) ferry_log("more than 65535 fat binaries registered");
   return (void **)fb;
 }
@@ -345,7 +350,7 @@ int ferry_symbol_lookup(const void *symbol, struct ferry_vgpu *v, uint64_t *addr
 
 /* CUDA 13 launches through the driver, which answers a bad configuration
    with "invalid value" (measured on an H100, driver 580) */
-static int check_config(const struct ferry_vgpu *v, dim3 grid, dim3 block) {
+int ferry_launch_check(const struct ferry_vgpu *v, dim3 grid, dim3 block) {
   const int32_t *at = v->attrs;
   uint64_t threads = (uint64_t)block.x * block.y * block.z;
   if (!grid.x || !grid.y || !grid.z || !threads) return cudaErrorInvalidValue;
@@ -374,7 +379,7 @@ int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, siz
   uint32_t sid;
   if ((err = ferry_stream_resolve(stream, flags & FERRY_LAUNCH_PER_THREAD, &sv, &sid))) return err;
   if (sv != v) return cudaErrorInvalidResourceHandle;
-  if ((err = check_config(v, grid, block))) return err;
+  if ((err = ferry_launch_check(v, grid, block))) return err;
   uint32_t func;
   if ((err = ferry_kernel_func_id(k, v, &func))) return err;
   if (k->layout.nparams && !args) return cudaErrorInvalidValue;

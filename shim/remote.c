@@ -21,7 +21,7 @@ static pthread_mutex_t flusher_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t flusher_cond = PTHREAD_COND_INITIALIZER;
 static uint32_t flusher_pending; /* bit per vGPU */
 
-static __thread struct ferry_thread thread_state = {0, cudaSuccess, {0}, 0};
+static __thread struct ferry_thread thread_state = {.device = 0, .last_error = cudaSuccess};
 static pthread_key_t reply_key;
 static pthread_once_t reply_key_once = PTHREAD_ONCE_INIT;
 static void free_reply(void *buf) { ferry_buf_free(buf); }

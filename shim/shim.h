@@ -90,6 +90,9 @@ struct ferry_vgpu {
 
   pthread_mutex_t arena_lock;
   struct ferry_arena arena;
+  /* atomic: the runtime front end used it, or the driver front end retained
+     its primary context (cu/ctx.c): that context is then current by default */
+  int primary_active;
 
   /* migration (migrate.c, local.c). Every call holds `gate` shared while it
      runs over the link; a migration holds it exclusively, so new calls wait
@@ -132,9 +135,17 @@ struct ferry_state {
 };
 extern struct ferry_state ferry;
 
+struct ferry_cuctx; /* cu/ctx.c */
+#define FERRY_CTX_STACK 16
 struct ferry_thread {
   int device;
   cudaError_t last_error;
+  /* the driver front end's current context: NULL means the primary one of
+     `device` once that is active; ctx_none: cuCtxSetCurrent(NULL) */
+  struct ferry_cuctx *ctx;
+  int ctx_none;
+  struct ferry_cuctx *ctx_stack[FERRY_CTX_STACK];
+  int ctx_depth;
   struct ferry_buf reply; /* body of the latest reply; rets point into it */
   int registered;         /* reply is freed at thread exit */
 };
@@ -256,12 +267,35 @@ int ferry_kernel_lookup(const void *func, struct ferry_kernel **k);
 int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
                  cudaStream_t stream, unsigned flags, ferry_blob attrs);
 int ferry_kernel_func_id(struct ferry_kernel *k, struct ferry_vgpu *v, uint32_t *func);
+/* sorts num launch attributes (cudaLaunchAttribute or CUlaunchAttribute:
+   one layout) into out, the forwarded ones (at most FERRY_MAX_LAUNCH_ATTRS),
+   and *flags (cooperative); unsupported ones are said and refused (launch.c) */
+int ferry_launch_attrs(const void *attrs, unsigned num, CUlaunchAttribute *out, uint32_t *n,
+                       unsigned *flags);
+/* CUDA's checks of a launch configuration against v's limits */
+int ferry_launch_check(const struct ferry_vgpu *v, dim3 grid, dim3 block);
+/* a fresh module id (fat binaries and driver modules share one space) */
+uint32_t ferry_module_id_new(void);
 /* device address and size of a __device__/__constant__ variable on v */
 int ferry_symbol_lookup(const void *symbol, struct ferry_vgpu *v, uint64_t *addr, uint64_t *size);
 /* a migrated module's variables now live at var_info's addresses */
 void ferry_modules_rebind(int vgpu, uint32_t module, ferry_blob var_info);
 /* forget which modules v has loaded (after cudaDeviceReset) */
 void ferry_modules_forget(int vgpu);
+
+/* ---- module globals the driver front end handed out (cu/module.c) ---- */
+/* where a handed-out global address of vgpu lives now (addr itself when it
+   is none, or nothing moved) */
+uint64_t ferry_global_now(int vgpu, uint64_t addr);
+typedef int (*ferry_global_lookup_fn)(void *ctx, uint32_t module, const char *name, uint64_t *addr,
+                                      uint64_t *size);
+typedef int (*ferry_global_copy_fn)(void *ctx, uint64_t src, uint64_t dst, uint64_t size);
+/* a migration of vgpu: looks each handed-out global up on the target and
+   asks for its contents to be copied there; 0 or non-zero */
+int ferry_globals_prepare(int vgpu, ferry_global_lookup_fn lookup, ferry_global_copy_fn add_copy,
+                          void *ctx);
+/* the migration switched: the looked-up addresses hold from now on */
+void ferry_globals_commit(int vgpu);
 
 /* ---- CUDA arrays, texture and surface objects (array.c) ---- */
 /* what the program asked for, kept here so cudaArrayGetInfo needs no
@@ -310,6 +344,9 @@ int ferry_shared_copy(struct ferry_vgpu *v, void *dst, const void *src, uint64_t
 /* ---- memory (memory.c) ---- */
 /* the vGPU whose arena holds p, or NULL (host memory) */
 struct ferry_vgpu *ferry_vgpu_of(const void *p);
+/* 16- and 32-bit sets (the driver front end's cuMemsetD16/D32) */
+int ferry_memset_wide(void *dst, size_t pitch, uint32_t value, unsigned elem, size_t width,
+                      size_t height, cudaStream_t stream, int per_thread);
 /* set once the program took a module variable's address: a migration moves them */
 extern int ferry_symbol_address_taken;
 

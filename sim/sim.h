@@ -56,6 +56,11 @@ struct sim_var {
 struct sim_module {
   struct sim_obj obj;
   const struct ferry_twin *twins; /* the twins table when it was loaded */
+  /* a cubin's or PTX text's kernels (named): only these resolve; from a
+     fat binary container any twin does */
+  char **kernels;
+  size_t nkernels;
+  int named;
   struct sim_func **funcs; /* created on demand, one per name */
   size_t nfuncs;
   struct sim_var *vars;
@@ -196,6 +201,11 @@ void sim_ctx_destroy_objects(int dev);
    reservations made in its context */
 void sim_vmm_destroy_dev(int dev);
 void sim_module_free(struct sim_module *m);
+/* the kernel names a cubin or PTX image declares (sim_image.c); a fat
+   binary container names none (*named 0); CUDA_ERROR_INVALID_IMAGE for
+   anything else cuModuleLoadData does not take */
+CUresult sim_image_kernels(const void *image, char ***names, size_t *n, int *named);
+void sim_image_names_free(char **names, size_t n);
 /* frees an array, texture or surface object (already unregistered) */
 void sim_array_obj_free(struct sim_obj *o);
 /* bytes per element of an array format with n channels; 0: invalid */

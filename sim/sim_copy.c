@@ -6,6 +6,7 @@
  */
 #include "sim/sim.h"
 
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -202,4 +203,47 @@ CUresult sim_MemsetD2D8Async(CUdeviceptr dst, size_t pitch, unsigned char value,
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
   struct rows rw = {(char *)(uintptr_t)dst, NULL, pitch, 0, width, height, value};
   return sim_leave(run_rows(&rw));
+}
+
+/* cuMemsetD2D16/32: rows of `width` values of elem bytes, `pitch` bytes apart */
+struct fill {
+  unsigned char *dst;
+  size_t pitch, width, height, elem;
+  unsigned char pattern[4]; /* one value in device (little endian) order */
+};
+
+static void do_fill(void *arg) {
+  struct fill *f = arg;
+  for (size_t y = 0; y < f->height; y++)
+    for (size_t x = 0; x < f->width; x++)
+      memcpy(f->dst + y * f->pitch + x * f->elem, f->pattern, f->elem);
+}
+
+/* the D2D8 checks in bytes, plus the driver's alignment rule: dst (and the
+   pitch of a set of several rows) a multiple of the element size */
+static CUresult memset_wide(CUdeviceptr dst, size_t pitch, const void *value, size_t elem,
+                            size_t width, size_t height) {
+  if (width > SIZE_MAX / elem || dst % elem || (height > 1 && pitch % elem))
+    return CUDA_ERROR_INVALID_VALUE;
+  size_t bytes = width * elem;
+  if ((height > 1 && pitch < bytes) || pitch > 2147483647u ||
+      !rows_ok(dst, pitch, bytes, height, PROT_WRITE))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (width == 0 || height == 0)
+    return CUDA_SUCCESS;
+  struct fill f = {(unsigned char *)(uintptr_t)dst, pitch, width, height, elem, {0}};
+  memcpy(f.pattern, value, elem);
+  return sim_guarded(do_fill, &f) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+CUresult sim_MemsetD2D16Async(CUdeviceptr dst, size_t pitch, unsigned short value, size_t width,
+                              size_t height, CUstream stream) {
+  CUresult r = enter_stream(stream);
+  return r ? r : sim_leave(memset_wide(dst, pitch, &value, sizeof value, width, height));
+}
+
+CUresult sim_MemsetD2D32Async(CUdeviceptr dst, size_t pitch, unsigned int value, size_t width,
+                              size_t height, CUstream stream) {
+  CUresult r = enter_stream(stream);
+  return r ? r : sim_leave(memset_wide(dst, pitch, &value, sizeof value, width, height));
 }

@@ -1,6 +1,8 @@
 /*
- * Modules and kernels. A "loaded" fat binary is only checked for its
- * container magic; kernels are found by mangled name in the twins table
+ * Modules and kernels. A loaded image is only checked for its form (fat
+ * binary container, cubin or PTX: sim_image.c), and from a cubin or PTX
+ * the names of its kernels are kept; kernels are found by mangled name in
+ * the twins table
  * and run on the CPU, thread by thread (or block by block for twins that
  * need __syncthreads). A fault inside a twin becomes the sticky
  * CUDA_ERROR_ILLEGAL_ADDRESS a GPU would report, with the same effect on
@@ -13,8 +15,6 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define FATBIN_CONTAINER_MAGIC 0xBA55ED50u
-
 void sim_module_free(struct sim_module *m) {
   for (size_t i = 0; i < m->nfuncs; i++) {
     sim_unregister(m->funcs[i]);
@@ -24,6 +24,7 @@ void sim_module_free(struct sim_module *m) {
     sim_range_del((uintptr_t)m->vars[i].mem);
     free(m->vars[i].mem);
   }
+  sim_image_names_free(m->kernels, m->nkernels);
   free(m->funcs);
   free(m->vars);
   free(m);
@@ -59,14 +60,20 @@ CUresult sim_ModuleLoadData(CUmodule *module, const void *image) {
     return r;
   if (!module || !image)
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
-  uint32_t magic;
-  memcpy(&magic, image, sizeof magic);
-  if (magic != FATBIN_CONTAINER_MAGIC)
-    return sim_leave(CUDA_ERROR_INVALID_IMAGE);
+  char **kernels;
+  size_t nkernels;
+  int named;
+  if ((r = sim_image_kernels(image, &kernels, &nkernels, &named)))
+    return sim_leave(r);
   struct sim_module *m = calloc(1, sizeof *m);
-  if (!m)
+  if (!m) {
+    sim_image_names_free(kernels, nkernels);
     return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  }
   m->obj.kind = SIM_MODULE;
+  m->kernels = kernels;
+  m->nkernels = nkernels;
+  m->named = named;
   m->twins = sim.twins;
   if (load_vars(m) || sim_register(m)) {
     sim_module_free(m);
@@ -88,6 +95,14 @@ CUresult sim_ModuleUnload(CUmodule module) {
   return sim_leave(CUDA_SUCCESS);
 }
 
+/* a cubin or PTX module has only the kernels its image names */
+static int declares(const struct sim_module *m, const char *name) {
+  for (size_t i = 0; m->named && i < m->nkernels; i++)
+    if (strcmp(m->kernels[i], name) == 0)
+      return 1;
+  return !m->named;
+}
+
 CUresult sim_ModuleGetFunction(CUfunction *fn, CUmodule module, const char *name) {
   CUresult r = sim_enter();
   if (r)
@@ -106,7 +121,7 @@ CUresult sim_ModuleGetFunction(CUfunction *fn, CUmodule module, const char *name
   const struct ferry_twin *t = m->twins;
   while (t && t->name && strcmp(t->name, name) != 0)
     t++;
-  if (!t || !t->name)
+  if (!t || !t->name || !declares(m, name))
     return sim_leave(CUDA_ERROR_NOT_FOUND);
   struct sim_func **grown = realloc(m->funcs, (m->nfuncs + 1) * sizeof *grown);
   if (!grown)

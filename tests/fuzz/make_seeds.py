@@ -26,6 +26,11 @@ ARENA_SIZE = 1 << 30
 MAP_SIZE = 2 << 20  # the sim's granularity
 
 
+def protocol_version():
+    text = open(os.path.join(ROOT, "protocol", "wire.h")).read()
+    return int(re.search(r"#define FERRY_PROTOCOL_VERSION (\d+)u", text).group(1))
+
+
 def read_calls():
     """[(name, flags, [(type, field)], [(type, field)])] in id order"""
     text = open(os.path.join(ROOT, "protocol", "calls.def")).read()
@@ -107,8 +112,9 @@ def frame(kind, b=b"", bulk=b"", bulk_len=None):
     return struct.pack("<IHHiiIIQ", MAGIC, kind, 0, 0, 0, len(b), 0, n) + b + bulk
 
 
-def call(name, bulk=b"", **values):
-    return frame(ID[name], body(CALLS[ID[name]][2], values), bulk)
+def call(call_name, bulk=b"", **values):
+    # not `name`: module_function has an argument of that name
+    return frame(ID[call_name], body(CALLS[ID[call_name]][2], values), bulk)
 
 
 # ---- arguments that make sense to the sim, by field name ----
@@ -151,6 +157,10 @@ def sample_args(name, fields):
         v["object"] = 1  # objects are the sim's pointers: this one ends the session
     if name == "module_load":
         v.update(module=1, func_names=b"k\0")
+    if name in ("module_function", "module_global"):
+        v.update(module=0, name="k")
+    if name == "memset_wide":
+        v.update(elem=4, width=64)
     if name == "mem_map":
         v.update(addr=ARENA_BASE + MAP_SIZE, size=MAP_SIZE)
     if name == "mem_unmap":
@@ -163,12 +173,13 @@ def sample_args(name, fields):
 
 
 def hello(token=None):
-    return call("hello", version=1, gpu=0, arena_base=ARENA_BASE, arena_size=ARENA_SIZE,
+    return call("hello", version=protocol_version(), gpu=0, arena_base=ARENA_BASE, arena_size=ARENA_SIZE,
                 client_pid=4242, token=token)
 
 
-# a fat binary as far as the sim looks: its container magic, then anything
-FATBIN = struct.pack("<I", 0xBA55ED50) + bytes(60)
+# a fat binary as far as the sim looks: a container header (magic, version,
+# header_size, fat_size) whose sizes add up to the bytes sent
+FATBIN = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 48) + bytes(48)
 
 # state the sample calls refer to: memory at ARENA_BASE, stream 16, event
 # 16, array 1, module 0

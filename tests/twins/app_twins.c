@@ -294,6 +294,97 @@ static void mg_fold(const struct ferry_twin_thread *t, const unsigned char *para
   }
 }
 
+/* ---- tests/apps/drv_kernels.cu (the driver-API programs) ----
+   extern "C" kernels under their plain names, drv_fold mangled */
+
+/* drv_vadd(float *c, const float *a, const float *b, int n) */
+static void drv_vadd(const struct ferry_twin_thread *t, const unsigned char *params) {
+  float *c = ARG(float *, 0);
+  const float *a = ARG(const float *, 8), *b = ARG(const float *, 16);
+  int n = ARG(int, 24);
+  unsigned i = global_x(t);
+  if ((int)i < n) c[i] = a[i] + b[i];
+}
+
+/* drv_scale(float *x, int n): x[i] *= drv_factor (a __device__ float) */
+static void drv_scale(const struct ferry_twin_thread *t, const unsigned char *params) {
+  float *x = ARG(float *, 0);
+  int n = ARG(int, 8);
+  const float *factor = t->global(t, "drv_factor");
+  if (!factor) return;
+  FOR_BLOCK_THREADS(t, i) if ((int)i < n) x[i] *= *factor;
+}
+
+struct drv_pair {
+  char tag;
+  double val;
+  int count;
+};
+
+/* drv_params(double *out, char c, double d, int i, const int *p, DrvPair s, short h) */
+static void drv_params(const struct ferry_twin_thread *t, const unsigned char *params) {
+  if (global_x(t)) return;
+  double *out = ARG(double *, 0);
+  struct drv_pair s;
+  memcpy(&s, params + 40, sizeof s);
+  out[0] = ARG(char, 8);
+  out[1] = ARG(double, 16);
+  out[2] = ARG(int, 24);
+  out[3] = *ARG(const int *, 32);
+  out[4] = s.tag;
+  out[5] = s.val;
+  out[6] = s.count;
+  out[7] = ARG(short, 64);
+}
+
+/* drv_reverse(int *x, int n): each block's chunk reversed through dynamic shared memory */
+static void drv_reverse(const struct ferry_twin_thread *t, const unsigned char *params) {
+  int *x = ARG(int *, 0);
+  int n = ARG(int, 8);
+  int *buf = t->dynamic_shared;
+  int base = (int)(t->block_idx.x * t->block_dim.x);
+  int len = n - base < (int)t->block_dim.x ? n - base : (int)t->block_dim.x;
+  if (!buf) return;
+  for (int k = 0; k < len; k++) buf[k] = x[base + k];
+  for (int k = 0; k < len; k++) x[base + k] = buf[len - 1 - k];
+}
+
+/* drv_fill2d(float *p, size_t pitch, int w, int h, float base): 2D grid of 2D blocks */
+static void drv_fill2d(const struct ferry_twin_thread *t, const unsigned char *params) {
+  char *p = ARG(char *, 0);
+  size_t pitch = ARG(size_t, 8);
+  int w = ARG(int, 16), h = ARG(int, 20);
+  float base = ARG(float, 24);
+  int x = (int)global_x(t), y = (int)(t->block_idx.y * t->block_dim.y + t->thread_idx.y);
+  if (x < w && y < h) ((float *)(void *)(p + (size_t)y * pitch))[x] = base + (float)(y * 1000 + x);
+}
+
+/* drv_mix(unsigned *x, int n, unsigned k): x[i] = x[i] * 1664525 + drv_salt + k + i */
+static void drv_mix(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *x = ARG(unsigned *, 0);
+  int n = ARG(int, 8);
+  unsigned k = ARG(unsigned, 12);
+  const unsigned *salt = t->global(t, "drv_salt");
+  if (!salt) return;
+  FOR_BLOCK_THREADS(t, i) if ((int)i < n) x[i] = x[i] * 1664525u + *salt + k + i;
+}
+
+/* drv_fold(unsigned *y, const unsigned *x, int n): y[i] += x[i] ^ i */
+static void drv_fold(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *y = ARG(unsigned *, 0);
+  const unsigned *x = ARG(const unsigned *, 8);
+  int n = ARG(int, 16);
+  FOR_BLOCK_THREADS(t, i) if ((int)i < n) y[i] += x[i] ^ i;
+}
+
+/* mx_add(unsigned *x, int n, unsigned k) of tests/apps/drv_mixed.cu: x[i] = (x[i] ^ k) + 3i */
+static void mx_add(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *x = ARG(unsigned *, 0);
+  int n = ARG(int, 8);
+  unsigned k = ARG(unsigned, 12);
+  FOR_BLOCK_THREADS(t, i) if ((int)i < n) x[i] = (x[i] ^ k) + i * 3u;
+}
+
 const struct ferry_twin ferry_twins[] = {
     {"_Z6vecAddPKfS0_Pfi", vec_add, 0, 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}},
     {"fill_index", fill_index, 0, 3, {{0, 8}, {8, 4}, {12, 4}}},
@@ -319,6 +410,14 @@ const struct ferry_twin ferry_twins[] = {
     {"_Z6mg_mixPjiPKji", mg_mix, 1, 4, {{0, 8}, {8, 4}, {16, 8}, {24, 4}}},
     {"_Z9mg_spreadPjiPKjij", mg_spread, 1, 5, {{0, 8}, {8, 4}, {16, 8}, {24, 4}, {28, 4}}},
     {"_Z7mg_foldPjiPKji", mg_fold, 1, 4, {{0, 8}, {8, 4}, {16, 8}, {24, 4}}},
+    {"drv_vadd", drv_vadd, 0, 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}},
+    {"drv_scale", drv_scale, 1, 2, {{0, 8}, {8, 4}}},
+    {"drv_params", drv_params, 0, 7, {{0, 8}, {8, 1}, {16, 8}, {24, 4}, {32, 8}, {40, 24}, {64, 2}}},
+    {"drv_reverse", drv_reverse, 1, 2, {{0, 8}, {8, 4}}},
+    {"drv_fill2d", drv_fill2d, 0, 5, {{0, 8}, {8, 8}, {16, 4}, {20, 4}, {24, 4}}},
+    {"drv_mix", drv_mix, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
+    {"_Z8drv_foldPjPKji", drv_fold, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
+    {"_Z6mx_addPjij", mx_add, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {NULL, NULL, 0, 0, {{0, 0}}},
 };
 
@@ -331,5 +430,7 @@ const struct ferry_twin_var ferry_twin_vars[] = {
     {"mg_coef", 16 * sizeof(unsigned)},
     {"mg_round", sizeof(unsigned)},
     {"mg_acc", sizeof(unsigned long long)},
+    {"drv_factor", sizeof(float)},
+    {"drv_salt", sizeof(unsigned)},
     {NULL, 0},
 };

@@ -1,4 +1,5 @@
-# Unit tests of the pieces every path relies on: codec, layouts, arena, handles.
+# Unit tests of the pieces every path relies on: codec, layouts, arena, handles,
+# module image sizes.
 ferry_unit_test(test_codec ${CMAKE_SOURCE_DIR}/tests/unit/test_codec.c)
 target_link_libraries(test_codec PRIVATE ferry_protocol)
 ferry_unit_test(test_layout ${CMAKE_SOURCE_DIR}/tests/unit/test_layout.c)
@@ -7,3 +8,24 @@ ferry_unit_test(test_arena ${CMAKE_SOURCE_DIR}/tests/unit/test_arena.c)
 target_link_libraries(test_arena PRIVATE ferry_common)
 ferry_unit_test(test_handles ${CMAKE_SOURCE_DIR}/tests/unit/test_handles.c)
 target_link_libraries(test_handles PRIVATE ferry_common)
+
+# module images as a program has them, made by nvcc from one small source
+# (test_image here, the simulation's loader in test_sim)
+set(FERRY_TEST_IMAGE_DIR ${CMAKE_BINARY_DIR}/tests/images)
+set(FERRY_TEST_IMAGE_SRC ${CMAKE_SOURCE_DIR}/tests/unit/image_kernels.cu)
+set(FERRY_TEST_IMAGES)
+foreach(kind fatbin cubin ptx)
+  set(out ${FERRY_TEST_IMAGE_DIR}/kernels.${kind})
+  add_custom_command(OUTPUT ${out}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${FERRY_TEST_IMAGE_DIR}
+    COMMAND ${FERRY_NVCC} -arch=sm_90 -${kind} -o ${out} ${FERRY_TEST_IMAGE_SRC}
+    DEPENDS ${FERRY_TEST_IMAGE_SRC}
+    COMMENT "nvcc -${kind} image_kernels.cu"
+    VERBATIM)
+  list(APPEND FERRY_TEST_IMAGES ${out})
+endforeach()
+add_custom_target(ferry_test_images DEPENDS ${FERRY_TEST_IMAGES})
+ferry_unit_test(test_image ${CMAKE_SOURCE_DIR}/tests/unit/test_image.c)
+target_link_libraries(test_image PRIVATE ferry_common)
+target_compile_definitions(test_image PRIVATE IMAGE_DIR="${FERRY_TEST_IMAGE_DIR}")
+add_dependencies(test_image ferry_test_images)

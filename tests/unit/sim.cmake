@@ -7,6 +7,9 @@ ferry_unit_test(test_sim ${CMAKE_CURRENT_LIST_DIR}/test_sim.c)
 target_link_libraries(test_sim PRIVATE ferry_sim ferry_executor)
 target_compile_definitions(test_sim PRIVATE UNIT_TWINS="$<TARGET_FILE:ferry_unit_twins>")
 add_dependencies(test_sim ferry_unit_twins)
+# nvcc's cubin and PTX of tests/unit/image_kernels.cu (core.cmake)
+target_compile_definitions(test_sim PRIVATE IMAGE_DIR="${FERRY_TEST_IMAGE_DIR}")
+add_dependencies(test_sim ferry_test_images)
 
 # three devices: FERRY_SIM_GPUS is read once per process, so a binary of its own
 ferry_unit_test(test_sim_multi ${CMAKE_CURRENT_LIST_DIR}/test_sim_multi.c)

@@ -1,8 +1,10 @@
 /*
  * The executor against the CPU simulation: arena reservation at the
  * client's address, mappings, bulk copies in several chunks, deferred
- * device-to-host copies, module loading with parameter layouts, launches,
- * error latching of ASYNC calls and recovery by device_reset.
+ * device-to-host copies, module loading with parameter layouts, kernels and
+ * variables resolved one name at a time (the driver API's calls), 16- and
+ * 32-bit memsets, launches, error latching of ASYNC calls and recovery by
+ * device_reset.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,7 +23,7 @@
 
 /* cudaError_t values the tests expect */
 enum { OK = 0, INVALID_VALUE = 1, INVALID_PITCH = 12, INVALID_DEVICE_FUNC = 98,
-       INVALID_IMAGE = 200, INVALID_HANDLE = 400, ILLEGAL_ADDRESS = 700 };
+       INVALID_IMAGE = 200, INVALID_HANDLE = 400, NOT_FOUND = 500, ILLEGAL_ADDRESS = 700 };
 
 static const struct ferry_driver *drv;
 static struct ferry_exec *ex;
@@ -557,6 +559,201 @@ static void test_launch_attributes(void **state) {
   assert_int_equal(unmap(ARENA, 2 * MiB), OK);
 }
 
+/* ---- the driver API's calls: module_function, module_global, memset_wide ---- */
+
+/* a PTX module as cuModuleLoadData takes it: inc and copy_var, no poke */
+static const char ptx[] =
+    "//\n// a test module\n//\n.version 8.8\n.target sm_90\n.address_size 64\n"
+    ".global .align 4 .u32 g_counter;\n"
+    ".visible .entry _Z3incPii(\n  .param .u64 p0,\n  .param .u32 p1\n)\n{\n  ret;\n}\n"
+    ".visible .entry _Z8copy_varPiPKi(\n  .param .u64 p0,\n  .param .u64 p1\n)\n{\n  ret;\n}\n";
+
+static void load_ptx_module(uint32_t id) {
+  struct ferry_module_load_args a = {.module = id}; /* no names up front */
+  struct ferry_module_load_rets r;
+  assert_int_equal(call_in(FERRY_CALL_module_load, &a, &r, ptx, sizeof ptx, NULL), OK);
+  assert_int_equal(r.func_layouts.len, 0);
+  assert_int_equal(r.var_info.len, 0);
+}
+
+static int module_function(uint32_t module, const char *name, struct ferry_module_function_rets *r) {
+  struct ferry_module_function_args a = {.module = module, .name = name};
+  memset(r, 0xee, sizeof *r);
+  return call0(FERRY_CALL_module_function, &a, r);
+}
+
+static void test_module_function(void **state) {
+  (void)state;
+  load_ptx_module(8);
+  struct ferry_module_function_rets r;
+  /* indexes in order of first resolution; the same name keeps its index */
+  assert_int_equal(module_function(8, "_Z8copy_varPiPKi", &r), OK);
+  assert_int_equal(r.index, 0);
+  assert_int_equal(module_function(8, "_Z3incPii", &r), OK);
+  assert_int_equal(r.index, 1);
+  static const uint32_t inc_layout[] = {2, 0, 8, 8, 4};
+  assert_int_equal(r.layout.len, sizeof inc_layout);
+  for (unsigned i = 0; i < 5; i++)
+    assert_int_equal(u32_at(r.layout, i), inc_layout[i]);
+  assert_int_equal(module_function(8, "_Z3incPii", &r), OK);
+  assert_int_equal(r.index, 1);
+  /* absent names: a twin the PTX does not declare, and no kernel at all;
+     cudaErrorSymbolNotFound, no violation, and no index used up */
+  assert_int_equal(module_function(8, "_Z4pokePi", &r), NOT_FOUND);
+  assert_null(ferry_exec_violation(ex));
+  assert_int_equal(module_function(8, "nope", &r), NOT_FOUND);
+  assert_int_equal(module_function(8, "", &r), NOT_FOUND);
+  assert_int_equal(module_function(8, "_Z8copy_varPiPKi", &r), OK);
+  assert_int_equal(r.index, 0);
+  struct ferry_module_function_args noname = {.module = 8, .name = NULL};
+  assert_int_equal(call0(FERRY_CALL_module_function, &noname, &r), INVALID_VALUE);
+  /* launched by module << 16 | index */
+  assert_int_equal(map(ARENA, 2 * MiB), OK);
+  int32_t *dev = (int32_t *)(uintptr_t)ARENA;
+  memset(dev, 0, 4096);
+  unsigned char params[16] = {0};
+  uint64_t p = ARENA;
+  int32_t n = 100;
+  memcpy(params, &p, 8);
+  memcpy(params + 8, &n, 4);
+  assert_int_equal(launch(8u << 16 | 1, 1, 128, 0, params, 12), OK);
+  assert_int_equal(dev[99], 1);
+  assert_int_equal(dev[100], 0);
+  assert_int_equal(launch(8u << 16 | 2, 1, 1, 0, params, 12), INVALID_HANDLE); /* never resolved */
+  assert_int_equal(ferry_exec_take_async_error(ex), INVALID_HANDLE);
+  /* a module that was never loaded is the client's bug */
+  assert_int_equal(module_function(9, "_Z3incPii", &r), INVALID_HANDLE);
+  assert_non_null(ferry_exec_violation(ex));
+  struct ferry_module_unload_args u = {.module = 8};
+  struct ferry_module_unload_rets ur;
+  assert_int_equal(call0(FERRY_CALL_module_unload, &u, &ur), OK);
+  assert_int_equal(module_function(8, "_Z3incPii", &r), INVALID_HANDLE);
+  assert_int_equal(unmap(ARENA, 2 * MiB), OK);
+}
+
+/* names given to module_load and names resolved later share one list */
+static void test_module_function_after_names(void **state) {
+  (void)state;
+  struct ferry_module_load_rets lr;
+  load_test_module(10, &lr); /* inc, missing, mixed, poke, copy_var */
+  struct ferry_module_function_rets r;
+  assert_int_equal(module_function(10, "_Z4pokePi", &r), OK);
+  assert_int_equal(r.index, 3);
+  assert_int_equal(module_function(10, "_Z7missingv", &r), NOT_FOUND);
+  assert_int_equal(module_function(10, "_Z5emptyv", &r), OK);
+  assert_int_equal(r.index, 5);
+  assert_int_equal(r.layout.len, 4);
+  assert_int_equal(u32_at(r.layout, 0), 0);
+  struct ferry_module_unload_args u = {.module = 10};
+  struct ferry_module_unload_rets ur;
+  assert_int_equal(call0(FERRY_CALL_module_unload, &u, &ur), OK);
+}
+
+static void test_module_global(void **state) {
+  (void)state;
+  load_ptx_module(11);
+  struct ferry_module_global_args a = {.module = 11, .name = "g_counter"};
+  struct ferry_module_global_rets r = {0};
+  assert_int_equal(call0(FERRY_CALL_module_global, &a, &r), OK);
+  assert_true(r.addr != 0);
+  assert_int_equal(r.size, 4);
+  /* the address is the variable the module's kernels use */
+  struct ferry_module_function_rets fr;
+  assert_int_equal(module_function(11, "_Z8copy_varPiPKi", &fr), OK);
+  assert_int_equal(map(ARENA, 2 * MiB), OK);
+  *(int32_t *)(uintptr_t)r.addr = 777;
+  uint64_t cv[2] = {ARENA, r.addr};
+  assert_int_equal(launch(11u << 16 | fr.index, 1, 1, 0, cv, 16), OK);
+  assert_int_equal(*(int32_t *)(uintptr_t)ARENA, 777);
+  a.name = "no_such_var";
+  r.addr = r.size = 1;
+  assert_int_equal(call0(FERRY_CALL_module_global, &a, &r), NOT_FOUND);
+  assert_int_equal(r.addr, 0);
+  assert_int_equal(r.size, 0);
+  assert_null(ferry_exec_violation(ex));
+  a.module = 12;
+  a.name = "g_counter";
+  assert_int_equal(call0(FERRY_CALL_module_global, &a, &r), INVALID_HANDLE);
+  assert_non_null(ferry_exec_violation(ex));
+  struct ferry_module_unload_args u = {.module = 11};
+  struct ferry_module_unload_rets ur;
+  assert_int_equal(call0(FERRY_CALL_module_unload, &u, &ur), OK);
+  assert_int_equal(unmap(ARENA, 2 * MiB), OK);
+}
+
+/* images the driver would read past the bytes that came are refused */
+static void test_module_image_checked(void **state) {
+  (void)state;
+  struct ferry_module_load_args a = {.module = 13};
+  struct ferry_module_load_rets r;
+  /* a container announcing more than was sent */
+  unsigned char big[32] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0, 17};
+  assert_int_equal(call_in(FERRY_CALL_module_load, &a, &r, big, sizeof big, NULL), INVALID_IMAGE);
+  /* PTX without its NUL inside the bytes sent */
+  assert_int_equal(call_in(FERRY_CALL_module_load, &a, &r, ptx, sizeof ptx - 1, NULL), INVALID_IMAGE);
+  /* a wrapper is a pointer of the client's process */
+  unsigned char wrapper[24] = {0xb1, 0x43, 0x62, 0x46, 1};
+  assert_int_equal(call_in(FERRY_CALL_module_load, &a, &r, wrapper, sizeof wrapper, NULL), INVALID_IMAGE);
+  assert_int_equal(module_function(13, "_Z3incPii", &(struct ferry_module_function_rets){0}),
+                   INVALID_HANDLE); /* none of them was loaded */
+}
+
+static int memset_wide(uint64_t dst, uint64_t pitch, uint32_t value, uint32_t elem, uint64_t width,
+                       uint64_t height) {
+  struct ferry_memset_wide_args a = {.dst = dst, .pitch = pitch, .value = value, .elem = elem,
+                                     .width = width, .height = height};
+  struct ferry_memset_wide_rets r;
+  return call0(FERRY_CALL_memset_wide, &a, &r);
+}
+
+static void test_memset_wide(void **state) {
+  (void)state;
+  assert_int_equal(map(ARENA, 2 * MiB), OK);
+  unsigned char *dev = (unsigned char *)(uintptr_t)ARENA;
+  memset(dev, 0, 8192);
+  /* 1D, 16-bit: height 1, pitch = width * elem; the value's low half */
+  assert_int_equal(memset_wide(ARENA + 2, 200, 0xabcd1234u, 2, 100, 1), OK);
+  uint16_t h;
+  memcpy(&h, dev + 2, 2);
+  assert_int_equal(h, 0x1234);
+  memcpy(&h, dev + 2 + 99 * 2, 2);
+  assert_int_equal(h, 0x1234);
+  assert_int_equal(dev[0] | dev[1] | dev[202], 0);
+  /* 1D, 32-bit */
+  assert_int_equal(memset_wide(ARENA + 1024, 64 * 4, 0xdeadbeefu, 4, 64, 1), OK);
+  uint32_t w;
+  memcpy(&w, dev + 1024 + 63 * 4, 4);
+  assert_int_equal(w, 0xdeadbeefu);
+  assert_int_equal(dev[1024 + 256], 0);
+  /* 2D, 16-bit and 32-bit: rows of width values, pitch bytes apart */
+  assert_int_equal(memset_wide(ARENA + 4096, 64, 0x0102, 2, 10, 3), OK);
+  memcpy(&h, dev + 4096 + 2 * 64 + 9 * 2, 2);
+  assert_int_equal(h, 0x0102);
+  assert_int_equal(dev[4096 + 2 * 64 + 20], 0); /* past the row */
+  assert_int_equal(dev[4096 + 3 * 64], 0);      /* past the last row */
+  assert_int_equal(memset_wide(ARENA + 6144, 128, 0x11223344u, 4, 30, 4), OK);
+  memcpy(&w, dev + 6144 + 3 * 128 + 29 * 4, 4);
+  assert_int_equal(w, 0x11223344u);
+  assert_int_equal(dev[6144 + 3 * 128 + 120], 0);
+  assert_int_equal(ferry_exec_take_async_error(ex), OK);
+  /* bad element sizes, misaligned dst, pitch below the row, unmapped rows */
+  assert_int_equal(memset_wide(ARENA, 64, 7, 1, 4, 1), INVALID_VALUE);
+  assert_int_equal(memset_wide(ARENA, 64, 7, 3, 4, 1), INVALID_VALUE);
+  assert_int_equal(memset_wide(ARENA, 64, 7, 8, 4, 1), INVALID_VALUE);
+  assert_int_equal(memset_wide(ARENA + 1, 64, 7, 2, 4, 1), INVALID_VALUE);
+  assert_int_equal(memset_wide(ARENA + 2, 64, 7, 4, 4, 1), INVALID_VALUE);
+  assert_int_equal(memset_wide(ARENA, 64, 7, 4, 17, 2), INVALID_VALUE);
+  assert_int_equal(memset_wide(ARENA + 2 * MiB - 64, 64, 7, 4, 16, 2), INVALID_VALUE);
+  assert_int_equal(memset_wide(ARENA, 1ull << 62, 7, 4, 1ull << 62, 1), INVALID_VALUE);
+  struct ferry_memset_wide_args bad_stream = {.dst = ARENA, .pitch = 8, .elem = 4, .width = 2,
+                                              .height = 1, .stream = 77};
+  struct ferry_memset_wide_rets br;
+  assert_int_equal(call0(FERRY_CALL_memset_wide, &bad_stream, &br), INVALID_HANDLE);
+  assert_int_equal(dev[0] | dev[1], 0); /* none of them wrote */
+  assert_int_equal(ferry_exec_take_async_error(ex), INVALID_VALUE); /* ASYNC: latched */
+  assert_int_equal(unmap(ARENA, 2 * MiB), OK);
+}
+
 static void test_streams_events(void **state) {
   (void)state;
   struct ferry_stream_create_args sc = {.stream = 5};
@@ -682,6 +879,11 @@ int main(void) {
       cmocka_unit_test(test_module_load),
       cmocka_unit_test(test_launch_and_latching),
       cmocka_unit_test(test_launch_attributes),
+      cmocka_unit_test(test_module_function),
+      cmocka_unit_test(test_module_function_after_names),
+      cmocka_unit_test(test_module_global),
+      cmocka_unit_test(test_module_image_checked),
+      cmocka_unit_test(test_memset_wide),
       cmocka_unit_test(test_streams_events),
       cmocka_unit_test(test_close_frees_arena),
       cmocka_unit_test(test_error_mapping),

@@ -1,7 +1,8 @@
 /*
  * The replay log: keyed records (a destroy cancels its create, a setting
  * replaces the old one, a reset clears all), call order kept through
- * compaction, and record copies that own their bytes.
+ * compaction, record copies that own their bytes, and kernels resolved by
+ * name (module_function) that live and die with their module.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -133,6 +134,60 @@ static void module_copies_own_their_bytes(void **state) {
   ferry_recorder_destroy(&r);
 }
 
+static void function(struct ferry_recorder *r, uint32_t module, const char *name, uint32_t index) {
+  struct ferry_module_function_args a = {module, name};
+  struct ferry_module_function_rets rt = {index, {NULL, 0}};
+  assert_int_equal(ferry_record(r, FERRY_CALL_module_function, &a, &rt, NULL, 0), 0);
+}
+
+static const struct ferry_record *nth_live(struct ferry_recorder *r, size_t n) {
+  for (size_t i = 0; i < r->n; i++)
+    if (r->recs[i].live && n-- == 0) return &r->recs[i];
+  return NULL;
+}
+
+/* kernels resolved by name belong to their module, keep the order of
+   first resolution (replay must give the same indexes) and own their names */
+static void module_functions_go_with_their_module(void **state) {
+  (void)state;
+  struct ferry_recorder r;
+  ferry_recorder_init(&r);
+  struct ferry_module_load_args a = {3, {NULL, 0}, {NULL, 0}};
+  struct ferry_module_load_rets rt = {{NULL, 0}, {NULL, 0}};
+  assert_int_equal(ferry_record(&r, FERRY_CALL_module_load, &a, &rt, "img", 4), 0);
+  a.module = 4;
+  assert_int_equal(ferry_record(&r, FERRY_CALL_module_load, &a, &rt, "img", 4), 0);
+  char name[] = "kern_a";
+  function(&r, 3, name, 0);
+  function(&r, 3, "kern_b", 1);
+  function(&r, 4, "kern_a", 0);
+  function(&r, 3, "kern_a", 0); /* asked again: stays first, not moved last */
+  struct ferry_func_set_attribute_args fa = {3u << 16 | 1, 8, 1024};
+  ferry_record(&r, FERRY_CALL_func_set_attribute, &fa, NULL, NULL, 0);
+  memset(name, 'X', sizeof name - 1);
+  assert_int_equal(ferry_recorder_live(&r), 6);
+  const struct ferry_record *first = nth_live(&r, 2);
+  assert_int_equal(first->call, FERRY_CALL_module_function);
+  assert_string_equal(((const struct ferry_module_function_args *)(const void *)first->args)->name,
+                      "kern_a");
+  assert_int_equal(first->object, 0);
+  assert_int_equal(nth_live(&r, 3)->object, 1);
+  assert_int_equal(nth_live(&r, 5)->call, FERRY_CALL_func_set_attribute);
+  struct ferry_module_unload_args u = {3};
+  ferry_record(&r, FERRY_CALL_module_unload, &u, NULL, NULL, 0);
+  /* module 4 and its function are left */
+  assert_int_equal(ferry_recorder_live(&r), 2);
+  assert_int_equal(nth_live(&r, 1)->call, FERRY_CALL_module_function);
+  assert_int_equal(((const struct ferry_module_function_args *)(const void *)nth_live(&r, 1)->args)->module, 4);
+  /* a module loaded again under the id starts a fresh list */
+  a.module = 3;
+  assert_int_equal(ferry_record(&r, FERRY_CALL_module_load, &a, &rt, "img", 4), 0);
+  function(&r, 3, "kern_b", 0);
+  assert_int_equal(ferry_recorder_live(&r), 4);
+  assert_int_equal(nth_live(&r, 3)->object, 0);
+  ferry_recorder_destroy(&r);
+}
+
 static void texture_keyed_by_returned_object(void **state) {
   (void)state;
   struct ferry_recorder r;
@@ -175,6 +230,7 @@ int main(void) {
       cmocka_unit_test(reset_clears_everything),
       cmocka_unit_test(unrecorded_calls_are_ignored),
       cmocka_unit_test(module_copies_own_their_bytes),
+      cmocka_unit_test(module_functions_go_with_their_module),
       cmocka_unit_test(texture_keyed_by_returned_object),
       cmocka_unit_test(churn_compacts_in_order),
   };

@@ -7,6 +7,7 @@
  */
 #include "sim_fixture.h"
 
+#include <stdio.h>
 #include <sys/resource.h>
 
 /* ---- one device (the default) ---- */
@@ -209,6 +210,151 @@ static void test_modules_and_params(void **state) {
   assert_int_equal(d->ModuleUnload(m), CUDA_SUCCESS);
   assert_int_equal(d->FuncGetParamInfo(f, 0, &off, &size), CUDA_ERROR_INVALID_HANDLE);
   assert_int_equal(d->ModuleUnload(m), CUDA_ERROR_INVALID_HANDLE);
+}
+
+/* nvcc's images of tests/unit/image_kernels.cu, NUL-terminated */
+static unsigned char *slurp(const char *name) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", IMAGE_DIR, name);
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *p = calloc(1, (size_t)n + 1);
+  assert_non_null(p);
+  assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  return p;
+}
+
+/* a cubin or PTX module has the kernels its image names (inc, only_here),
+   each run by its twin; a twin it does not name (poke) is not found */
+static void check_named_module(const void *image) {
+  CUmodule m;
+  CUfunction f;
+  assert_int_equal(d->ModuleLoadData(&m, image), CUDA_SUCCESS);
+  assert_int_equal(d->ModuleGetFunction(&f, m, "_Z4pokePi"), CUDA_ERROR_NOT_FOUND);
+  assert_int_equal(d->ModuleGetFunction(&f, m, "only_here"), CUDA_ERROR_NOT_FOUND); /* no twin */
+  assert_int_equal(d->ModuleGetFunction(&f, m, "_Z3inc"), CUDA_ERROR_NOT_FOUND);
+  assert_int_equal(d->ModuleGetFunction(&f, m, "_Z3incPii"), CUDA_SUCCESS);
+  CUmemGenericAllocationHandle h = map_at_hint(2 * MiB);
+  CUdeviceptr dp = HINT;
+  int n = 10;
+  void *params[] = {&dp, &n};
+  assert_int_equal(d->LaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
+  assert_int_equal(((int *)(uintptr_t)HINT)[9], 1);
+  assert_int_equal(((int *)(uintptr_t)HINT)[10], 0);
+  unmap_at_hint(h, 2 * MiB);
+  assert_int_equal(d->ModuleUnload(m), CUDA_SUCCESS);
+}
+
+static void test_module_images(void **state) {
+  (void)state;
+  unsigned char *cubin = slurp("kernels.cubin"), *ptx = slurp("kernels.ptx");
+  unsigned char *fb = slurp("kernels.fatbin");
+  check_named_module(cubin);
+  check_named_module(ptx);
+  /* from a container any twin is taken, as before */
+  CUmodule m;
+  CUfunction f;
+  assert_int_equal(d->ModuleLoadData(&m, fb), CUDA_SUCCESS);
+  assert_int_equal(d->ModuleGetFunction(&f, m, "_Z4pokePi"), CUDA_SUCCESS);
+  assert_int_equal(d->ModuleUnload(m), CUDA_SUCCESS);
+  /* the wrapper is cuModuleLoadFatBinary's, not cuModuleLoadData's */
+  struct {
+    int magic, version;
+    const unsigned long long *data;
+    void *filename_or_fatbins;
+  } w = {0x466243B1, 1, (const unsigned long long *)(void *)fb, NULL};
+  assert_int_equal(d->ModuleLoadData(&m, &w), CUDA_ERROR_INVALID_IMAGE);
+  /* text that is no PTX module */
+  assert_int_equal(d->ModuleLoadData(&m, "hello .entry x("), CUDA_ERROR_INVALID_PTX);
+  free(cubin);
+  free(ptx);
+  free(fb);
+}
+
+/* hand-made images whose names point anywhere: loaded without the names
+   that do not hold, never read out of bounds (ASan builds check that) */
+static void test_malformed_cubin_names(void **state) {
+  (void)state;
+  /* header, 4 section headers at 64 (null, symtab, strtab, shstrtab), data at 320 */
+  static unsigned char elf[320 + 96];
+  memset(elf, 0, sizeof elf);
+  memcpy(elf, "\177ELF\2\1", 6);
+  uint64_t shoff = 64;
+  uint16_t shent = 64, shnum = 4, shstrndx = 3;
+  memcpy(elf + 40, &shoff, 8);
+  memcpy(elf + 58, &shent, 2);
+  memcpy(elf + 60, &shnum, 2);
+  memcpy(elf + 62, &shstrndx, 2);
+  struct { uint32_t name, type; uint64_t flags, addr, off, size; uint32_t link, info;
+           uint64_t align, entsize; } sh[4] = {
+      {0}, {1, 2, 0, 0, 320, 48, 2, 0, 8, 24}, {0, 3, 0, 0, 368, 16, 0, 0, 1, 0},
+      {0, 3, 0, 0, 384, 32, 0, 0, 1, 0}};
+  memcpy(elf + 64, sh, sizeof sh);
+  /* symbol 0: a FUNC named at 1 of the string table; symbol 1: a FUNC
+     named at 200, past the table's 16 bytes */
+  uint32_t name0 = 1, name1 = 200;
+  memcpy(elf + 320, &name0, 4);
+  elf[324] = 0x12; /* GLOBAL FUNC */
+  memcpy(elf + 344, &name1, 4);
+  elf[348] = 0x12;
+  memcpy(elf + 368, "\0_Z3incPii\0", 11);
+  memcpy(elf + 384, "\0.text.\0", 8); /* an empty .text. suffix */
+  CUmodule m;
+  CUfunction f;
+  assert_int_equal(d->ModuleLoadData(&m, elf), CUDA_SUCCESS);
+  assert_int_equal(d->ModuleGetFunction(&f, m, "_Z3incPii"), CUDA_SUCCESS);
+  assert_int_equal(d->ModuleGetFunction(&f, m, "_Z4pokePi"), CUDA_ERROR_NOT_FOUND);
+  assert_int_equal(d->ModuleUnload(m), CUDA_SUCCESS);
+  /* the string table unterminated: its name is not taken */
+  memcpy(elf + 368, "\0_Z3incPii_____", 16);
+  assert_int_equal(d->ModuleLoadData(&m, elf), CUDA_SUCCESS);
+  assert_int_equal(d->ModuleGetFunction(&f, m, "_Z3incPii"), CUDA_ERROR_NOT_FOUND);
+  assert_int_equal(d->ModuleUnload(m), CUDA_SUCCESS);
+  /* the symbol table links to a section that does not exist, or to NOBITS */
+  memcpy(elf + 368, "\0_Z3incPii\0", 11);
+  sh[1].link = 9;
+  memcpy(elf + 64, sh, sizeof sh);
+  assert_int_equal(d->ModuleLoadData(&m, elf), CUDA_SUCCESS);
+  assert_int_equal(d->ModuleGetFunction(&f, m, "_Z3incPii"), CUDA_ERROR_NOT_FOUND);
+  assert_int_equal(d->ModuleUnload(m), CUDA_SUCCESS);
+  sh[1].link = 2;
+  sh[2].type = 8;
+  memcpy(elf + 64, sh, sizeof sh);
+  assert_int_equal(d->ModuleLoadData(&m, elf), CUDA_SUCCESS);
+  assert_int_equal(d->ModuleGetFunction(&f, m, "_Z3incPii"), CUDA_ERROR_NOT_FOUND);
+  assert_int_equal(d->ModuleUnload(m), CUDA_SUCCESS);
+}
+
+static void test_memset_wide(void **state) {
+  (void)state;
+  CUmemGenericAllocationHandle h = map_at_hint(2 * MiB);
+  unsigned char *p = (unsigned char *)(uintptr_t)HINT;
+  memset(p, 0, 4096);
+  assert_int_equal(d->MemsetD2D16Async(HINT, 64, 0xbeef, 5, 3, NULL), CUDA_SUCCESS);
+  uint16_t h16;
+  memcpy(&h16, p + 2 * 64 + 8, 2);
+  assert_int_equal(h16, 0xbeef);
+  assert_int_equal(p[2 * 64 + 10], 0);
+  assert_int_equal(d->MemsetD2D32Async(HINT + 1024, 40, 0xcafef00du, 10, 1, NULL), CUDA_SUCCESS);
+  uint32_t h32;
+  memcpy(&h32, p + 1024 + 36, 4);
+  assert_int_equal(h32, 0xcafef00du);
+  assert_int_equal(p[1024 + 40], 0);
+  /* the D2D8 checks: rows past the mapping, pitch below the row; and alignment */
+  assert_int_equal(d->MemsetD2D32Async(HINT + 2 * MiB - 16, 16, 1, 4, 2, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(d->MemsetD2D16Async(HINT, 8, 1, 5, 2, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(d->MemsetD2D16Async(HINT + 1, 64, 1, 5, 1, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(d->MemsetD2D32Async(HINT, 66, 1, 5, 2, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(d->MemsetD2D32Async(HINT, 1ull << 32, 1, 5, 2, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(d->MemsetD2D32Async(HINT, 64, 1, SIZE_MAX / 2, 1, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(d->MemsetD2D16Async(HINT, 64, 1, 5, 1, (CUstream)p), CUDA_ERROR_INVALID_HANDLE);
+  memcpy(&h16, p, 2);
+  assert_int_equal(h16, 0xbeef); /* none of them wrote */
+  unmap_at_hint(h, 2 * MiB);
 }
 
 static void test_launch(void **state) {
@@ -460,6 +606,8 @@ int main(void) {
       cmocka_unit_test(test_memcpy_bounds),   cmocka_unit_test(test_streams_events),
       cmocka_unit_test(test_modules_and_params), cmocka_unit_test(test_launch),
       cmocka_unit_test(test_launch_ex),
+      cmocka_unit_test(test_module_images), cmocka_unit_test(test_malformed_cubin_names),
+      cmocka_unit_test(test_memset_wide),
       cmocka_unit_test(test_limits),          cmocka_unit_test(test_many_handles),
       /* last: it leaves the context unusable, as a kernel fault does */
       cmocka_unit_test(test_sticky_illegal_address),

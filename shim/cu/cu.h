@@ -1,0 +1,72 @@
+/*
+ * The driver front end (ferry's libcuda.so.1): the CUDA driver API over the
+ * same vGPUs, arena, handles and replay log as the runtime front end. A
+ * driver call is served by the runtime front end's entry points where one
+ * fits (a CUstream is a cudaStream_t, a CUdeviceptr an arena address), so
+ * both front ends see one state. This header is what the files of cu/ share.
+ */
+#ifndef FERRY_CU_H
+#define FERRY_CU_H
+
+#include <cuda.h>
+
+#include "shim/shim.h"
+
+/* the CUresult for a ferry (runtime) error code */
+CUresult ferry_cu_result(int cuda_error);
+
+/* Runs a runtime entry point on the driver's behalf: its result as a
+   CUresult. The driver API has no "last error", so the runtime's is left
+   as it was. */
+#define FERRY_CU_RT(expr)                                                                      \
+  __extension__({                                                                              \
+    struct ferry_thread *cu_rt_t_ = ferry_thread();                                            \
+    cudaError_t cu_rt_keep_ = cu_rt_t_->last_error;                                            \
+    int cu_rt_e_ = (int)(expr);                                                                \
+    cu_rt_t_->last_error = cu_rt_keep_;                                                        \
+    ferry_cu_result(cu_rt_e_);                                                                 \
+  })
+
+/* cuInit has run (CUDA_ERROR_NOT_INITIALIZED otherwise); then connects */
+CUresult ferry_cu_ready(void);
+/* the calling thread's current context's vGPU (it becomes the runtime's
+   device too); CUDA_ERROR_INVALID_CONTEXT without one */
+CUresult ferry_cu_current(struct ferry_vgpu **v);
+/* the vGPU of a context handle; NULL for a handle ferry did not make */
+struct ferry_vgpu *ferry_cu_ctx_vgpu(CUcontext ctx);
+/* the primary context of vGPU i (for cuStreamGetCtx and friends) */
+CUcontext ferry_cu_primary(int vgpu);
+/* 1 when export_name is ferry's code, 0 for a stub that refuses (exported
+   for tests and tools) */
+int ferry_cu_served(const char *export_name);
+/* one line naming a driver call or argument ferry does not serve, once per
+   name; returns CUDA_ERROR_NOT_SUPPORTED */
+CUresult ferry_cu_unsupported(const char *what);
+
+/* the runtime front end's per-thread-default-stream entry points, which
+   cuda_runtime_api.h declares only under --default-stream per-thread */
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s);
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t s);
+cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t e, unsigned int flags);
+cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t s, unsigned int *flags);
+cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t s, int *priority);
+cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t s, cudaStreamCallback_t cb, void *user,
+                                       unsigned int flags);
+cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t s, cudaHostFn_t fn, void *user);
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaMallocAsync_ptsz(void **p, size_t size, cudaStream_t s);
+cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t s);
+cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
+                                 cudaStream_t s);
+cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch,
+                              size_t width, size_t height, enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                   size_t width, size_t height, enum cudaMemcpyKind kind,
+                                   cudaStream_t s);
+
+/* per-thread default stream variants (_ptsz/_ptds) pass 1 */
+#define FERRY_CU_LEGACY 0
+#define FERRY_CU_PER_THREAD 1
+
+#endif

@@ -1,0 +1,167 @@
+#!/bin/sh
+# End-to-end cases of ferry's driver API (its libcuda.so.1): programs that
+# use cuda.h (tests/apps/drv_*) run through `ferry run`, over TCP on
+# loopback, on a ferry-server using the CPU simulation; the migrate_* cases
+# move them, at a given launch, onto a "local GPU" that is the simulation in
+# their own process, and compare their results with runs that did not move.
+# usage: driver.sh BUILD_DIR CASE
+#   FERRY_MIGRATE_KS="k1 k2 ..." replaces the launch counts of migrate_*
+#   (each run prints the ones it used).
+set -u
+build=$(cd "$1" && pwd)
+case_name=$2
+# migrate_*_helper: the same case, every migration onto a ferry-mhelper
+helper_policy=
+case $case_name in
+*_helper) case_name=${case_name%_helper} helper_policy=always ;;
+esac
+work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-drv.XXXXXX")
+e2e_name="e2e driver"
+. "$(dirname "$0")/lib.sh"
+# as in migrate.sh: the local GPU is the simulation, sockets go to $work
+export FERRY_LOCAL_BACKEND=sim FERRY_SIM_KERNELS="$apps/app_twins.so" FERRY_CONTROL_DIR="$work"
+unset FERRY_MIGRATE_AT FERRY_FAULT FERRY_SIM_TOTAL_MEM FERRY_MHELPER
+[ -z "$helper_policy" ] || export FERRY_MHELPER=$helper_policy
+kernels="$apps/drv_kernels.fatbin $apps/drv_kernels.cubin $apps/drv_kernels.ptx"
+iters=24
+
+start_server() {
+  start_sim_server
+  export FERRY_DEVICES="tcp://127.0.0.1:$port/0"
+}
+
+# toured LABEL RC: a driver program passed every check, through ferry's
+# libcuda.so.1 (the device is the server's simulation), and `ferry run` did
+# not take it for a program whose CUDA calls stay local
+toured() {
+  passed "$1" "$2"
+  expect_not_in "$1.out" "^FAIL"
+  expect_not_in "$1.err" "loads neither"
+}
+
+# migrated LABEL: exactly one migration, which succeeded (migrate.sh's check)
+migrated() {
+  expect_in "$1.err" "ferry: device 0 now runs on local GPU 0"
+  expect_not_in "$1.err" "migration of device .* failed"
+  n=$(grep -c "now runs on local GPU" "$work/$1.err")
+  [ "$n" = 1 ] || fail "$1: $n migration messages, expected 1"
+  [ -z "$helper_policy" ] || expect_in "$1.err" "now runs on local GPU 0 in ferry-mhelper pid"
+  if grep -q "^device memory in use at exit" "$work/$1.out"; then
+    expect_in "$1.out" "^device memory in use at exit: 0$"
+  fi
+}
+
+# migrate_at KS LABEL_PREFIX APP ARGS...: for each launch count k in KS the
+# program, migrated at launch k, passes and ends as the reference run
+# ($want, $launches) did
+migrate_at() {
+  ks=$1 prefix=$2
+  shift 2
+  for k in $ks; do
+    rc=$(FERRY_MIGRATE_AT=0:0:launch=$k run "$prefix$k" "$@")
+    toured "$prefix$k" "$rc"
+    got=$(value "$prefix$k" checksum)
+    [ "$got" = "$want" ] || fail "migrated at launch $k: checksum $got, want $want"
+    [ "$(value "$prefix$k" launches)" = "$launches" ] || fail "migrated at launch $k: launch count differs"
+    migrated "$prefix$k"
+  done
+}
+
+# reference LABEL APP ARGS...: a run without migration; sets $want, $launches
+reference() {
+  label=$1
+  shift
+  rc=$(FERRY_CONTROL=off run "$label" "$@")
+  toured "$label" "$rc"
+  expect_not_in "$label.err" "local GPU"
+  want=$(value "$label" checksum)
+  launches=$(value "$label" launches)
+  [ -n "$want" ] || fail "$label printed no checksum"
+  [ "${launches:-0}" -gt 8 ] || fail "$label reports ${launches:-no} launches"
+}
+
+case $case_name in
+tour)
+  start_server
+  rc=$(run tour drv_tour $kernels $iters)
+  toured tour "$rc"
+  expect_in tour.out "^device: ferry CPU simulation"
+  expect_in tour.out "^iterations: $iters$"
+  ;;
+tour_static)
+  # the same source built by nvcc with -cudart static: the same results
+  start_server
+  rc=$(run static drv_tour_static $kernels $iters)
+  toured static "$rc"
+  expect_in static.out "^device: ferry CPU simulation"
+  rc=$(run c drv_tour $kernels $iters)
+  toured c "$rc"
+  [ "$(value static checksum)" = "$(value c checksum)" ] || fail "the two builds end differently"
+  ;;
+mixed)
+  start_server
+  rc=$(run mixed drv_mixed "$apps/drv_kernels.fatbin" $iters)
+  toured mixed "$rc"
+  expect_in mixed.out "^iterations: $iters$"
+  ! grep -qi "not supported" "$work/mixed.err" || fail "a call of drv_mixed was refused"
+  ;;
+unsupported)
+  start_server
+  rc=$(run unsupported drv_unsupported)
+  toured unsupported "$rc"
+  expect_in unsupported.out "cuMemAllocManaged=CUDA_ERROR_NOT_SUPPORTED"
+  expect_in unsupported.out "cuGraphCreate=CUDA_ERROR_NOT_SUPPORTED"
+  # one line per call, however often it is called (cuMemAllocManaged: twice)
+  for call in cuMemAllocManaged cuGraphCreate; do
+    n=$(grep -ci "$call.*not supported" "$work/unsupported.err")
+    [ "$n" = 1 ] || fail "expected one line saying $call is not supported, got $n"
+  done
+  ;;
+no_config)
+  # no device configured: a clear line and CUDA_ERROR_NO_DEVICE, no hang
+  unset FERRY_DEVICES RCUDA_DEVICE_COUNT
+  LD_LIBRARY_PATH=$build/lib app timeout 30 "$apps/drv_tour" $kernels 1 \
+    >"$work/tour.out" 2>"$work/tour.err"
+  rc=$?
+  [ "$rc" != 0 ] || fail "drv_tour succeeded without a device"
+  [ "$rc" != 124 ] || fail "drv_tour hung"
+  expect_in tour.out "cuInit(0) -> CUDA_ERROR_NO_DEVICE"
+  expect_in tour.err "no remote GPU configured"
+  ;;
+migrate_tour | migrate_tour_static)
+  app=drv_tour
+  [ "$case_name" = migrate_tour ] || app=drv_tour_static
+  start_server
+  reference ref "$app" $kernels $iters
+  tour=$(value ref "tour launches")
+  [ "${tour:-0}" -gt 0 ] || fail "reference run reports ${tour:-no} tour launches"
+  # the loop's launches are tour+1 .. launches-2 (two follow it); launch 1
+  # moves it early in the tour, and everything after runs locally
+  if [ -n "${FERRY_MIGRATE_KS:-}" ]; then ks=$FERRY_MIGRATE_KS; else
+    ks="1 $((tour + 3)) $(((tour + launches) / 2)) $((launches - 3)) $(shuf -i 1-"$launches" -n 1)"
+  fi
+  echo "$case_name: $launches launches, $tour in the tour; migrating at launch $ks" \
+    "(FERRY_MIGRATE_KS=\"$ks\" repeats this)"
+  migrate_at "$ks" at "$app" $kernels $iters
+  # one past the last launch: no migration, the same result
+  k=$((launches + 1))
+  rc=$(FERRY_MIGRATE_AT=0:0:launch=$k run "at$k" "$app" $kernels $iters)
+  toured "at$k" "$rc"
+  [ "$(value "at$k" checksum)" = "$want" ] || fail "launch $k: checksum differs"
+  expect_not_in "at$k.err" "local GPU"
+  ;;
+migrate_mixed)
+  start_server
+  reference ref drv_mixed "$apps/drv_kernels.fatbin" $iters
+  # launches 1-3 come before the loop
+  if [ -n "${FERRY_MIGRATE_KS:-}" ]; then ks=$FERRY_MIGRATE_KS; else
+    ks="2 $((launches / 2)) $((launches - 1)) $(shuf -i 1-"$launches" -n 1)"
+  fi
+  echo "$case_name: $launches launches; migrating at launch $ks (FERRY_MIGRATE_KS=\"$ks\" repeats this)"
+  migrate_at "$ks" at drv_mixed "$apps/drv_kernels.fatbin" $iters
+  ;;
+*)
+  fail "unknown case"
+  ;;
+esac
+echo "e2e driver $case_name${helper_policy:+_helper}: ok"

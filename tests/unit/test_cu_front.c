@@ -1,0 +1,140 @@
+/*
+ * The driver front end without a server: ferry's libcuda.so.1 as NVIDIA's
+ * runtime and the math libraries reach it (dlopen, then cuGetProcAddress
+ * by name and CUDA version), its error names, its refusals, and that
+ * executor/driver_cuda.c can tell it from NVIDIA's driver.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+static void *lib;
+typedef CUresult (*get_proc_fn)(const char *, void **, int, cuuint64_t,
+                                CUdriverProcAddressQueryResult *);
+static get_proc_fn get_proc;
+
+static int setup(void **state) {
+  (void)state;
+  lib = dlopen(FERRY_LIBCUDA, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) fprintf(stderr, "%s\n", dlerror());
+  get_proc = lib ? (get_proc_fn)dlsym(lib, "cuGetProcAddress_v2") : NULL;
+  return lib && get_proc ? 0 : -1;
+}
+
+static void *sym(const char *name) {
+  void *p = dlsym(lib, name);
+  assert_non_null(p);
+  return p;
+}
+
+static void *resolve(const char *name, int version, cuuint64_t flags, CUresult want,
+                     CUdriverProcAddressQueryResult want_status) {
+  void *fn = (void *)1;
+  CUdriverProcAddressQueryResult st = -1;
+  assert_int_equal(get_proc(name, &fn, version, flags, &st), want);
+  assert_int_equal(st, want_status);
+  return fn;
+}
+
+/* the newest signature not newer than the version asked for */
+static void test_versions(void **state) {
+  (void)state;
+  assert_ptr_equal(resolve("cuMemAlloc", 13000, 0, 0, CU_GET_PROC_ADDRESS_SUCCESS), sym("cuMemAlloc_v2"));
+  assert_ptr_equal(resolve("cuMemAlloc", 3020, 0, 0, CU_GET_PROC_ADDRESS_SUCCESS), sym("cuMemAlloc_v2"));
+  assert_ptr_equal(resolve("cuMemAlloc", 3010, 0, 0, CU_GET_PROC_ADDRESS_SUCCESS), sym("cuMemAlloc"));
+  assert_ptr_equal(resolve("cuCtxCreate", 13000, 0, 0, CU_GET_PROC_ADDRESS_SUCCESS), sym("cuCtxCreate_v4"));
+  assert_ptr_equal(resolve("cuCtxCreate", 12000, 0, 0, CU_GET_PROC_ADDRESS_SUCCESS), sym("cuCtxCreate_v3"));
+  assert_ptr_equal(resolve("cuGetProcAddress", 12000, 0, 0, CU_GET_PROC_ADDRESS_SUCCESS),
+                   sym("cuGetProcAddress_v2"));
+  /* older than the call: not there yet */
+  assert_null(resolve("cuLaunchKernelEx", 11000, 0, CUDA_ERROR_NOT_FOUND,
+                      CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT));
+  assert_null(resolve("cuNoSuchCall", 13000, 0, CUDA_ERROR_NOT_FOUND, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND));
+}
+
+/* per-thread default stream variants, and the plain one where there is none */
+static void test_stream_variants(void **state) {
+  (void)state;
+  const cuuint64_t pt = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+  assert_ptr_equal(resolve("cuMemcpyHtoD", 13000, pt, 0, CU_GET_PROC_ADDRESS_SUCCESS),
+                   sym("cuMemcpyHtoD_v2_ptds"));
+  assert_ptr_equal(resolve("cuLaunchKernel", 13000, pt, 0, CU_GET_PROC_ADDRESS_SUCCESS),
+                   sym("cuLaunchKernel_ptsz"));
+  assert_ptr_equal(resolve("cuLaunchKernel", 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, 0,
+                           CU_GET_PROC_ADDRESS_SUCCESS), sym("cuLaunchKernel"));
+  assert_ptr_equal(resolve("cuMemAlloc", 13000, pt, 0, CU_GET_PROC_ADDRESS_SUCCESS), sym("cuMemAlloc_v2"));
+  void *fn;
+  assert_int_equal(get_proc("cuMemAlloc", &fn, 13000, 8, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(get_proc(NULL, &fn, 13000, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* names the front end serves resolve to ferry's code, the rest to a stub
+   that says its name and refuses */
+static void test_served_and_refused(void **state) {
+  (void)state;
+  int (*served)(const char *) = (int (*)(const char *))sym("ferry_cu_served");
+  const char *must[] = {"cuInit", "cuDriverGetVersion", "cuDeviceGet", "cuDeviceGetAttribute",
+                        "cuDevicePrimaryCtxRetain", "cuCtxGetCurrent", "cuCtxSetCurrent",
+                        "cuModuleLoadData", "cuModuleGetFunction", "cuLaunchKernel",
+                        "cuLaunchKernelEx", "cuMemAlloc_v2", "cuMemcpyHtoDAsync_v2",
+                        "cuMemsetD32_v2", "cuStreamCreate", "cuEventRecord", "cuGetErrorName",
+                        "cuGetProcAddress_v2", "cuPointerGetAttribute", "cuKernelGetFunction"};
+  for (size_t i = 0; i < sizeof must / sizeof *must; i++) {
+    if (!served(must[i])) fail_msg("%s is not served", must[i]);
+  }
+  assert_false(served("cuGraphCreate"));
+  assert_false(served("cuNoSuchCall"));
+  CUresult (*graph)(CUgraph *, unsigned) = (CUresult(*)(CUgraph *, unsigned))resolve(
+      "cuGraphCreate", 13000, 0, 0, CU_GET_PROC_ADDRESS_SUCCESS);
+  assert_int_equal(graph(NULL, 0), CUDA_ERROR_NOT_SUPPORTED);
+}
+
+static void test_error_names(void **state) {
+  (void)state;
+  CUresult (*name)(CUresult, const char **) = (CUresult(*)(CUresult, const char **))sym("cuGetErrorName");
+  CUresult (*str)(CUresult, const char **) = (CUresult(*)(CUresult, const char **))sym("cuGetErrorString");
+  const char *s = NULL;
+  assert_int_equal(name(CUDA_ERROR_INVALID_CONTEXT, &s), CUDA_SUCCESS);
+  assert_string_equal(s, "CUDA_ERROR_INVALID_CONTEXT");
+  assert_int_equal(name(CUDA_ERROR_NOT_SUPPORTED, &s), CUDA_SUCCESS);
+  assert_string_equal(s, "CUDA_ERROR_NOT_SUPPORTED");
+  assert_int_equal(name((CUresult)123456, &s), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(str(CUDA_ERROR_OUT_OF_MEMORY, &s), CUDA_SUCCESS);
+  assert_non_null(s);
+  assert_true(strlen(s) > 0);
+  assert_int_equal(str(CUDA_ERROR_INVALID_CONTEXT, &s), CUDA_SUCCESS);
+  assert_non_null(s);
+}
+
+/* before cuInit, as CUDA: not initialised, and no server is asked */
+static void test_before_init(void **state) {
+  (void)state;
+  CUresult (*count)(int *) = (CUresult(*)(int *))sym("cuDeviceGetCount");
+  CUresult (*cur)(CUcontext *) = (CUresult(*)(CUcontext *))sym("cuCtxGetCurrent");
+  int n = -1;
+  CUcontext c;
+  assert_int_equal(count(&n), CUDA_ERROR_NOT_INITIALIZED);
+  assert_int_equal(cur(&c), CUDA_ERROR_NOT_INITIALIZED);
+}
+
+/* executor/driver_cuda.c skips a libcuda.so.1 that has this symbol */
+static void test_marker(void **state) {
+  (void)state;
+  assert_non_null(dlsym(lib, "ferry_driver_front_end"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_versions),        cmocka_unit_test(test_stream_variants),
+      cmocka_unit_test(test_served_and_refused), cmocka_unit_test(test_error_names),
+      cmocka_unit_test(test_before_init),     cmocka_unit_test(test_marker),
+  };
+  return cmocka_run_group_tests(tests, setup, NULL);
+}
