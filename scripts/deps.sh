@@ -3,8 +3,9 @@
 # The CUDA toolkit itself (nvcc, headers) must already be in /usr/local/cuda.
 set -e
 # clang and its libFuzzer runtime: the second compiler CI builds with, and
-# the fuzz harnesses (tests/fuzz); dpkg-dev: the .deb test (cpack)
-pkgs="cmake make gcc g++ pkg-config libmsgpack-dev libcmocka-dev procps clang libclang-rt-14-dev dpkg-dev"
+# the fuzz harnesses (tests/fuzz); dpkg-dev: the .deb test (cpack); nettle-dev: MD2
+# and HMAC for the CUDA runtime's integrity check (shim/cu/export.c)
+pkgs="cmake make gcc g++ pkg-config libmsgpack-dev libcmocka-dev procps clang libclang-rt-14-dev dpkg-dev nettle-dev"
 missing=""
 for p in $pkgs; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

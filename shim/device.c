@@ -92,6 +92,7 @@ cudaError_t cudaDeviceReset(void) {
   ferry_arena_reset(&v->arena);
   pthread_mutex_unlock(&v->arena_lock);
   ferry_modules_forget(v->index);
+  ferry_cu_forget(v->index);
   ferry_streams_forget(v->index);
   ferry_arrays_forget(v->index);
   v->device_flags = 0;

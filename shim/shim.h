@@ -297,6 +297,11 @@ int ferry_globals_prepare(int vgpu, ferry_global_lookup_fn lookup, ferry_global_
 /* the migration switched: the looked-up addresses hold from now on */
 void ferry_globals_commit(int vgpu);
 
+/* the driver front end forgets what a cudaDeviceReset dropped on vgpu:
+   its modules die, libraries load again when next used, globals are
+   looked up again (cu/library.c) */
+void ferry_cu_forget(int vgpu);
+
 /* ---- CUDA arrays, texture and surface objects (array.c) ---- */
 /* what the program asked for, kept here so cudaArrayGetInfo needs no
    round trip; id is the array's wire id on its vGPU */

@@ -354,3 +354,45 @@ CUresult cuCtxSetCacheConfig(CUfunc_cache config) {
 CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
   return ON_CURRENT(cudaDeviceGetStreamPriorityRange(least, greatest));
 }
+
+/* CUDA 13's forms that name the context */
+CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+  if (!ctx) return cuCtxSynchronize();
+  struct ferry_vgpu *v = ferry_cu_ctx_vgpu(ctx);
+  CUresult rc = ferry_cu_ready();
+  if (rc) return rc;
+  return v ? ON_DEVICE(v->index, cudaDeviceSynchronize()) : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult cuCtxGetDevice_v2(CUdevice *dev, CUcontext ctx) {
+  if (!ctx) return cuCtxGetDevice(dev);
+  if (!dev) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = ferry_cu_ready();
+  if (rc) return rc;
+  struct ferry_vgpu *v = ferry_cu_ctx_vgpu(ctx);
+  if (!v) return CUDA_ERROR_INVALID_CONTEXT;
+  *dev = v->index;
+  return CUDA_SUCCESS;
+}
+
+/* the first versions of these have the forms of their _v2 */
+#undef cuDevicePrimaryCtxRelease
+#undef cuDevicePrimaryCtxReset
+#undef cuDevicePrimaryCtxSetFlags
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return cuDevicePrimaryCtxRelease_v2(dev); }
+CUresult cuDevicePrimaryCtxReset(CUdevice dev) { return cuDevicePrimaryCtxReset_v2(dev); }
+CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) {
+  return cuDevicePrimaryCtxSetFlags_v2(dev, flags);
+}
+
+/* ---- peers: between the current context's device and another's ---- */
+CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+  struct ferry_vgpu *p = ferry_cu_ctx_vgpu(peer);
+  if (!p) return CUDA_ERROR_INVALID_CONTEXT;
+  return ON_CURRENT(cudaDeviceEnablePeerAccess(p->index, flags));
+}
+CUresult cuCtxDisablePeerAccess(CUcontext peer) {
+  struct ferry_vgpu *p = ferry_cu_ctx_vgpu(peer);
+  if (!p) return CUDA_ERROR_INVALID_CONTEXT;
+  return ON_CURRENT(cudaDeviceDisablePeerAccess(p->index));
+}

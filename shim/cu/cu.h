@@ -43,6 +43,35 @@ int ferry_cu_served(const char *export_name);
    name; returns CUDA_ERROR_NOT_SUPPORTED */
 CUresult ferry_cu_unsupported(const char *what);
 
+/* a function as a launch needs it on one vGPU: its wire id, parameter
+   layout, and the dynamic shared memory it was allowed (cuFuncSetAttribute) */
+struct ferry_layout;
+struct ferry_cu_fn {
+  uint32_t id;
+  const struct ferry_layout *layout;
+  int *max_dynamic_smem;
+};
+/* the library API's kernels (library.c): a CUkernel is also a CUfunction */
+struct cu_kernel;
+struct cu_kernel *ferry_cu_kernel_of(const void *h);
+/* resolves k on v, loading its library there first if need be */
+CUresult ferry_cu_kernel_on(struct cu_kernel *k, struct ferry_vgpu *v, struct ferry_cu_fn *out);
+/* a module variable's address on v (module.c): the address handed out the
+   first time, translated after migrations */
+CUresult ferry_cu_global(struct ferry_vgpu *v, uint32_t module, const char *name, CUdeviceptr *dptr,
+                         size_t *bytes);
+/* a 2D copy with a CUDA array on either side (array.c) */
+CUresult ferry_cu_copy2d_array(const CUDA_MEMCPY2D *c, CUstream s, int async, int per_thread);
+cudaError_t cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms *p);
+cudaError_t cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms *p, cudaStream_t s);
+/* after a reset of vgpu: its modules die and its globals are forgotten (module.c) */
+void ferry_cu_modules_forget(int vgpu);
+/* the context is gone: its context-local values are dropped, their
+   destructors run (export.c) */
+void ferry_cu_cls_drop(CUcontext ctx);
+/* a whole file, NUL-terminated past its end (PTX needs it); NULL on error */
+char *ferry_cu_read_file(const char *path, size_t *len);
+
 /* the runtime front end's per-thread-default-stream entry points, which
    cuda_runtime_api.h declares only under --default-stream per-thread */
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s);

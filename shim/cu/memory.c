@@ -41,10 +41,8 @@ CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t 
   return rc;
 }
 
-CUresult cuMemFree(CUdeviceptr dptr) {
-  if (!dptr) return CUDA_ERROR_INVALID_VALUE;
-  return READY_THEN(cudaFree(DEV(dptr)));
-}
+/* 0 is freed without a word, as NVIDIA's runtime's cudaFree(NULL) relies on */
+CUresult cuMemFree(CUdeviceptr dptr) { return READY_THEN(cudaFree(DEV(dptr))); }
 
 static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream s, int per_thread) {
   if (!dptr) return CUDA_ERROR_INVALID_VALUE;
@@ -172,9 +170,9 @@ static CUresult side(CUmemorytype type, const void *host, CUdeviceptr dev, CUarr
   case CU_MEMORYTYPE_HOST: *p = (char *)host; *on_device = 0; break;
   case CU_MEMORYTYPE_DEVICE: *p = DEV(dev); *on_device = 1; break;
   case CU_MEMORYTYPE_UNIFIED: *p = DEV(dev); *on_device = ferry_vgpu_of(*p) != NULL; break;
-  case CU_MEMORYTYPE_ARRAY:
+  case CU_MEMORYTYPE_ARRAY: /* copy2d hands these to ferry_cu_copy2d_array */
     (void)array;
-    return ferry_cu_unsupported("cuMemcpy2D with a CUDA array");
+    return CUDA_ERROR_INVALID_VALUE;
   default: return CUDA_ERROR_INVALID_VALUE;
   }
   *p += y * pitch + x;
@@ -183,6 +181,8 @@ static CUresult side(CUmemorytype type, const void *host, CUdeviceptr dev, CUarr
 
 static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream s, int async, int per_thread) {
   if (!c) return CUDA_ERROR_INVALID_VALUE;
+  if (c->srcMemoryType == CU_MEMORYTYPE_ARRAY || c->dstMemoryType == CU_MEMORYTYPE_ARRAY)
+    return ferry_cu_copy2d_array(c, s, async, per_thread);
   char *src = NULL, *dst = NULL;
   int sdev = 0, ddev = 0;
   CUresult rc = side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcPitch,

@@ -23,6 +23,7 @@
 struct cu_func;
 struct cu_module {
   uint32_t magic;
+  struct cu_module *next; /* every module loaded (ferry_cu_modules_forget) */
   int vgpu;
   uint32_t id;
   void *image; /* ours: the replay log points at it until the module is unloaded */
@@ -42,6 +43,9 @@ struct cu_func {
 
 /* dynamic shared memory a kernel gets without opting in (CUDA's 48 KiB) */
 #define DEFAULT_DYNAMIC_SMEM (48 * 1024)
+
+static pthread_mutex_t modules_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cu_module *modules;
 
 static CUresult load_image(CUmodule *out, const void *image, uint64_t size) {
   struct ferry_vgpu *v;
@@ -67,6 +71,10 @@ static CUresult load_image(CUmodule *out, const void *image, uint64_t size) {
     free(m);
     return rc;
   }
+  pthread_mutex_lock(&modules_lock);
+  m->next = modules;
+  modules = m;
+  pthread_mutex_unlock(&modules_lock);
   *out = (CUmodule)m;
   return CUDA_SUCCESS;
 }
@@ -107,29 +115,37 @@ CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fat) {
   return load_image(module, fat, size);
 }
 
-CUresult cuModuleLoad(CUmodule *module, const char *path) {
-  if (!module || !path) return CUDA_ERROR_INVALID_VALUE;
+char *ferry_cu_read_file(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
-  if (!f) return CUDA_ERROR_FILE_NOT_FOUND;
+  if (!f) return NULL;
   char *buf = NULL;
-  size_t len = 0, cap = 0;
+  size_t n = 0, cap = 0;
   for (;;) {
-    if (len + 65536 + 1 > cap) {
-      char *p = realloc(buf, cap = (len + 65536 + 1) * 2);
+    if (n + 65536 + 1 > cap) {
+      char *p = realloc(buf, cap = (n + 65536 + 1) * 2);
       if (!p) break;
       buf = p;
     }
-    size_t n = fread(buf + len, 1, cap - len - 1, f);
-    len += n;
-    if (n == 0) break;
+    size_t got = fread(buf + n, 1, cap - n - 1, f);
+    n += got;
+    if (got == 0) break;
   }
-  int bad = ferror(f) || !buf;
+  int bad = ferror(f) || !buf || n + 1 > cap;
   fclose(f);
   if (bad) {
     free(buf);
-    return CUDA_ERROR_FILE_NOT_FOUND;
+    return NULL;
   }
-  buf[len] = '\0'; /* PTX files end without the NUL cuModuleLoadData wants */
+  buf[n] = '\0'; /* PTX files end without the NUL cuModuleLoadData wants */
+  *len = n;
+  return buf;
+}
+
+CUresult cuModuleLoad(CUmodule *module, const char *path) {
+  if (!module || !path) return CUDA_ERROR_INVALID_VALUE;
+  size_t len;
+  char *buf = ferry_cu_read_file(path, &len);
+  if (!buf) return CUDA_ERROR_FILE_NOT_FOUND;
   uint64_t size;
   const char *kind;
   CUresult rc = ferry_image_size(buf, len + 1, &size, &kind) || !strcmp(kind, "wrapper")
@@ -291,21 +307,48 @@ void ferry_globals_commit(int vgpu) {
   pthread_mutex_unlock(&globals_lock);
 }
 
+/* a reset dropped vgpu's modules: their handles die, as in CUDA, and its
+   globals are looked up again */
+void ferry_cu_modules_forget(int vgpu) {
+  pthread_mutex_lock(&modules_lock);
+  for (struct cu_module *m = modules; m; m = m->next)
+    if (m->vgpu == vgpu && m->magic == MODULE_MAGIC) {
+      pthread_mutex_lock(&m->lock);
+      for (uint32_t i = 0; i < m->nfuncs; i++) m->funcs[i]->magic = 0;
+      m->magic = 0;
+      pthread_mutex_unlock(&m->lock);
+    }
+  pthread_mutex_unlock(&modules_lock);
+  pthread_mutex_lock(&globals_lock);
+  size_t keep = 0;
+  for (size_t i = 0; i < nglobals; i++) {
+    if (globals[i].vgpu == vgpu) free(globals[i].name);
+    else globals[keep++] = globals[i];
+  }
+  nglobals = keep;
+  pthread_mutex_unlock(&globals_lock);
+  ferry_cu_cls_drop(ferry_cu_primary(vgpu));
+}
+
+CUresult ferry_cu_global(struct ferry_vgpu *v, uint32_t module, const char *name, CUdeviceptr *dptr,
+                         size_t *bytes) {
+  struct ferry_module_global_args a = {.module = module, .name = name};
+  struct ferry_module_global_rets r;
+  CUresult rc = FERRY_CU_RT(ferry_call(v, FERRY_CALL_module_global, &a, &r, NULL));
+  if (rc) return rc;
+  uint64_t addr = r.addr;
+  if ((rc = remember_global(v->index, module, name, &addr, r.size))) return rc;
+  if (dptr) *dptr = (CUdeviceptr)addr;
+  if (bytes) *bytes = (size_t)r.size;
+  return CUDA_SUCCESS;
+}
+
 CUresult cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule module, const char *name) {
   struct cu_module *m = module_of(module);
   if (!name) return CUDA_ERROR_INVALID_VALUE;
   if (!m) return CUDA_ERROR_INVALID_HANDLE;
   CUresult rc = ferry_cu_ready();
-  if (rc) return rc;
-  struct ferry_module_global_args a = {.module = m->id, .name = name};
-  struct ferry_module_global_rets r;
-  rc = FERRY_CU_RT(ferry_call(&ferry.vgpus[m->vgpu], FERRY_CALL_module_global, &a, &r, NULL));
-  if (rc) return rc;
-  uint64_t addr = r.addr;
-  if ((rc = remember_global(m->vgpu, m->id, name, &addr, r.size))) return rc;
-  if (dptr) *dptr = (CUdeviceptr)addr;
-  if (bytes) *bytes = (size_t)r.size;
-  return CUDA_SUCCESS;
+  return rc ? rc : ferry_cu_global(&ferry.vgpus[m->vgpu], m->id, name, dptr, bytes);
 }
 
 CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode) {
@@ -326,18 +369,32 @@ static struct ferry_kernel *rt_kernel_of(const void *h) {
   return h && !func_of((CUfunction)h) && !ferry_kernel_lookup(h, &k) ? k : NULL;
 }
 
-/* the wire id of f on the current context's vGPU */
-static CUresult func_id(CUfunction h, struct ferry_vgpu **v, uint32_t *id) {
+/* f on the current context's vGPU: a module's function, a library's
+   kernel, or (with *rt set) a runtime front end kernel */
+static CUresult resolve_fn(CUfunction h, struct ferry_vgpu **v, struct ferry_cu_fn *fn,
+                           struct ferry_kernel **rt) {
+  *rt = NULL;
   CUresult rc = ferry_cu_current(v);
   if (rc) return rc;
   struct cu_func *f = func_of(h);
   if (f) {
     if (f->m->vgpu != (*v)->index) return CUDA_ERROR_INVALID_HANDLE;
-    *id = f->m->id << 16 | f->index;
+    *fn = (struct ferry_cu_fn){f->m->id << 16 | f->index, &f->layout, &f->max_dynamic_smem};
     return CUDA_SUCCESS;
   }
-  struct ferry_kernel *k = rt_kernel_of(h);
-  return k ? FERRY_CU_RT(ferry_kernel_func_id(k, *v, id)) : CUDA_ERROR_INVALID_HANDLE;
+  struct cu_kernel *k = ferry_cu_kernel_of(h);
+  if (k) return ferry_cu_kernel_on(k, *v, fn);
+  if (!(*rt = rt_kernel_of(h))) return CUDA_ERROR_INVALID_HANDLE;
+  *fn = (struct ferry_cu_fn){0, NULL, NULL};
+  return FERRY_CU_RT(ferry_kernel_func_id(*rt, *v, &fn->id));
+}
+
+static CUresult func_id(CUfunction h, struct ferry_vgpu **v, uint32_t *id) {
+  struct ferry_cu_fn fn;
+  struct ferry_kernel *rt;
+  CUresult rc = resolve_fn(h, v, &fn, &rt);
+  if (!rc) *id = fn.id;
+  return rc;
 }
 
 CUresult cuFuncGetAttribute(int *value, CUfunction_attribute attr, CUfunction h) {
@@ -358,10 +415,13 @@ CUresult cuFuncGetAttribute(int *value, CUfunction_attribute attr, CUfunction h)
 CUresult cuFuncSetAttribute(CUfunction h, CUfunction_attribute attr, int value) {
   struct ferry_vgpu *v;
   struct ferry_func_set_attribute_args a = {.attr = (uint32_t)attr, .value = value};
-  CUresult rc = func_id(h, &v, &a.func);
+  struct ferry_cu_fn fn;
+  struct ferry_kernel *rt;
+  CUresult rc = resolve_fn(h, &v, &fn, &rt);
+  a.func = fn.id;
   if (!rc) rc = FERRY_CU_RT(ferry_call(v, FERRY_CALL_func_set_attribute, &a, NULL, NULL));
-  struct cu_func *f = func_of(h);
-  if (!rc && f && attr == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) f->max_dynamic_smem = value;
+  if (!rc && fn.max_dynamic_smem && attr == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+    *fn.max_dynamic_smem = value;
   return rc;
 }
 
@@ -373,6 +433,7 @@ CUresult cuFuncSetCacheConfig(CUfunction h, CUfunc_cache config) {
 }
 
 CUresult cuFuncGetParamInfo(CUfunction h, size_t index, size_t *offset, size_t *size) {
+  if (ferry_cu_kernel_of(h)) return cuKernelGetParamInfo((CUkernel)h, index, offset, size);
   struct cu_func *f = func_of(h);
   if (!f) return CUDA_ERROR_INVALID_HANDLE;
   if (index >= f->layout.nparams) return CUDA_ERROR_INVALID_VALUE;
@@ -419,10 +480,11 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, CUfunction h, 
 static __thread unsigned char params_buf[FERRY_MAX_PARAM_BYTES];
 
 /* the packed parameters: from kernelParams, or the buffer `extra` names */
-static CUresult pack_params(const struct cu_func *f, void **params, void **extra, ferry_blob *out) {
+static CUresult pack_params(const struct ferry_layout *l, void **params, void **extra,
+                            ferry_blob *out) {
   if (params) {
-    ferry_layout_pack(&f->layout, params, params_buf);
-    *out = (ferry_blob){params_buf, f->layout.bytes};
+    ferry_layout_pack(l, params, params_buf);
+    *out = (ferry_blob){params_buf, l->bytes};
     return CUDA_SUCCESS;
   }
   const void *buf = NULL;
@@ -432,45 +494,43 @@ static CUresult pack_params(const struct cu_func *f, void **params, void **extra
     else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1]) size = *(size_t *)extra[i + 1];
     else return CUDA_ERROR_INVALID_VALUE;
   }
-  if (!f->layout.nparams) {
+  if (!l->nparams) {
     *out = (ferry_blob){NULL, 0};
     return CUDA_SUCCESS;
   }
-  if (!buf || size < f->layout.bytes) return CUDA_ERROR_INVALID_VALUE;
-  *out = (ferry_blob){buf, f->layout.bytes};
+  if (!buf || size < l->bytes) return CUDA_ERROR_INVALID_VALUE;
+  *out = (ferry_blob){buf, l->bytes};
   return CUDA_SUCCESS;
 }
 
 /* After a migration, a pointer-sized parameter that holds a handed-out
    global's address is that address (a kernel gets its own globals without
    one): it is given where the global lives now. */
-static void translate_params(const struct cu_func *f, int vgpu, ferry_blob *packed) {
+static void translate_params(const struct ferry_layout *l, int vgpu, ferry_blob *packed) {
   if (packed->ptr != params_buf) {
     memcpy(params_buf, packed->ptr, packed->len);
     packed->ptr = params_buf;
   }
-  for (uint32_t i = 0; i < f->layout.nparams; i++) {
-    if (f->layout.sizes[i] != 8) continue;
+  for (uint32_t i = 0; i < l->nparams; i++) {
+    if (l->sizes[i] != 8) continue;
     uint64_t x;
-    memcpy(&x, params_buf + f->layout.offsets[i], 8);
+    memcpy(&x, params_buf + l->offsets[i], 8);
     uint64_t y = ferry_global_now(vgpu, x);
-    if (y != x) memcpy(params_buf + f->layout.offsets[i], &y, 8);
+    if (y != x) memcpy(params_buf + l->offsets[i], &y, 8);
   }
 }
 
 static CUresult launch(CUfunction h, dim3 grid, dim3 block, unsigned shmem, CUstream stream,
                        void **params, void **extra, unsigned flags, ferry_blob attrs) {
   struct ferry_vgpu *v;
-  CUresult rc = ferry_cu_current(&v);
+  struct ferry_cu_fn fn;
+  struct ferry_kernel *rt;
+  CUresult rc = resolve_fn(h, &v, &fn, &rt);
   if (rc) return rc;
-  struct cu_func *f = func_of(h);
-  if (!f) {
-    struct ferry_kernel *k = rt_kernel_of(h);
-    if (!k) return CUDA_ERROR_INVALID_HANDLE;
+  if (rt) {
     if (extra) return ferry_cu_unsupported("cuLaunchKernel with `extra` for a runtime kernel");
-    return FERRY_CU_RT(ferry_launch(k, grid, block, params, shmem, (cudaStream_t)stream, flags, attrs));
+    return FERRY_CU_RT(ferry_launch(rt, grid, block, params, shmem, (cudaStream_t)stream, flags, attrs));
   }
-  if (f->m->vgpu != v->index) return CUDA_ERROR_INVALID_HANDLE;
   struct ferry_vgpu *sv;
   uint32_t sid;
   if ((rc = FERRY_CU_RT(ferry_stream_resolve((cudaStream_t)stream, flags & FERRY_LAUNCH_PER_THREAD,
@@ -479,12 +539,12 @@ static CUresult launch(CUfunction h, dim3 grid, dim3 block, unsigned shmem, CUst
   if (sv != v) return CUDA_ERROR_INVALID_HANDLE;
   if ((rc = FERRY_CU_RT(ferry_launch_check(v, grid, block)))) return rc;
   /* the driver refuses this at the launch, not at the next synchronization */
-  if (shmem > DEFAULT_DYNAMIC_SMEM && (int)shmem > f->max_dynamic_smem) return CUDA_ERROR_INVALID_VALUE;
+  if (shmem > DEFAULT_DYNAMIC_SMEM && (int)shmem > *fn.max_dynamic_smem) return CUDA_ERROR_INVALID_VALUE;
   ferry_blob packed;
-  if ((rc = pack_params(f, params, extra, &packed))) return rc;
-  if (__atomic_load_n(&globals_moved, __ATOMIC_ACQUIRE)) translate_params(f, v->index, &packed);
+  if ((rc = pack_params(fn.layout, params, extra, &packed))) return rc;
+  if (__atomic_load_n(&globals_moved, __ATOMIC_ACQUIRE)) translate_params(fn.layout, v->index, &packed);
   ferry_migrate_at_launch(v->index);
-  struct ferry_launch_args a = {.func = f->m->id << 16 | f->index,
+  struct ferry_launch_args a = {.func = fn.id,
                                 .gx = grid.x, .gy = grid.y, .gz = grid.z,
                                 .bx = block.x, .by = block.y, .bz = block.z,
                                 .shmem = shmem,
@@ -545,7 +605,8 @@ CUresult cuKernelGetFunction(CUfunction *out, CUkernel kernel) {
   if (!out) return CUDA_ERROR_INVALID_VALUE;
   CUresult rc = ferry_cu_ready();
   if (rc) return rc;
-  if (!func_of((CUfunction)kernel) && !rt_kernel_of(kernel)) return CUDA_ERROR_INVALID_HANDLE;
+  if (!func_of((CUfunction)kernel) && !ferry_cu_kernel_of(kernel) && !rt_kernel_of(kernel))
+    return CUDA_ERROR_INVALID_HANDLE;
   *out = (CUfunction)kernel;
   return CUDA_SUCCESS;
 }

@@ -139,13 +139,13 @@ int ferry_cu_unsupported_call(int *warned, const char *name) {
 /* named refusals (an argument or a mode rather than a whole call): once each */
 CUresult ferry_cu_unsupported(const char *what) {
   static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  static const char *said[64];
+  static char *said[64];
   static int nsaid;
   int first = 1;
   pthread_mutex_lock(&lock);
   for (int i = 0; i < nsaid; i++)
-    if (said[i] == what || !strcmp(said[i], what)) first = 0;
-  if (first && nsaid < 64) said[nsaid++] = what;
+    if (!strcmp(said[i], what)) first = 0;
+  if (first && nsaid < 64 && (said[nsaid] = strdup(what))) nsaid++;
   pthread_mutex_unlock(&lock);
   if (first) fprintf(stderr, "ferry: %s is not supported by ferry; returning CUDA_ERROR_NOT_SUPPORTED\n", what);
   return CUDA_ERROR_NOT_SUPPORTED;
