@@ -7,6 +7,7 @@
 #                    default -cudart static
 #   drv_mixed        nvcc -cudart shared -lcuda: runtime and driver mixed
 #   drv_unsupported  C, -lcuda: calls ferry refuses
+#   drv_export       C, -lcuda: each entry of the private tables ferry serves
 set(FERRY_DRV_SRC ${CMAKE_SOURCE_DIR}/tests/apps)
 set(FERRY_DRV_STUBS ${CUDA_HOME}/lib64/stubs)
 set(FERRY_DRV_CFLAGS -std=c11 -O2 -Wall -Wextra)
@@ -30,7 +31,7 @@ add_custom_command(
 
 set(FERRY_DRV_DEPS ${FERRY_DRV_SRC}/drv_check.h)
 # C programs: the host compiler, cuda.h, the driver stub; nothing of ferry's
-foreach(app drv_tour drv_unsupported)
+foreach(app drv_tour drv_unsupported drv_export)
   add_custom_command(
     OUTPUT ${FERRY_APP_DIR}/${app}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${FERRY_APP_DIR}
@@ -58,9 +59,9 @@ add_custom_command(
   VERBATIM)
 add_custom_target(ferry_driver_apps ALL
   DEPENDS ${FERRY_DRV_KERNELS}.fatbin ${FERRY_APP_DIR}/drv_tour ${FERRY_APP_DIR}/drv_tour_static
-          ${FERRY_APP_DIR}/drv_mixed ${FERRY_APP_DIR}/drv_unsupported)
+          ${FERRY_APP_DIR}/drv_mixed ${FERRY_APP_DIR}/drv_unsupported ${FERRY_APP_DIR}/drv_export)
 
-set(FERRY_DRIVER_CASES tour tour_static mixed unsupported no_config
+set(FERRY_DRIVER_CASES tour tour_static mixed unsupported no_config export_tables
     migrate_tour migrate_tour_static migrate_mixed migrate_tour_helper migrate_mixed_helper)
 foreach(case ${FERRY_DRIVER_CASES})
   add_test(NAME e2e_driver_${case}

@@ -117,6 +117,19 @@ unsupported)
     [ "$n" = 1 ] || fail "expected one line saying $call is not supported, got $n"
   done
   ;;
+export_tables)
+  # each entry ferry serves in the driver's private tables, and one line
+  # for each thing refused: an unknown table, two undecoded entries
+  start_server
+  rc=$(run export drv_export "$apps/drv_kernels.fatbin")
+  toured export "$rc"
+  expect_in export.err "private table 01020304-0506-0708-090a-0b0c0d0e0f10 (cuGetExportTable) is not supported"
+  expect_in export.err "entry 1 of the driver's private table CONTEXT_CHECKS is not supported"
+  expect_in export.err "entry 39 of the driver's private table TOOLS_CONTEXT is not supported"
+  expect_not_in export.err "f8cff951"
+  n=$(grep -c "not supported" "$work/export.err")
+  [ "$n" = 3 ] || fail "expected 3 refusals, got $n"
+  ;;
 no_config)
   # no device configured: a clear line and CUDA_ERROR_NO_DEVICE, no hang
   unset FERRY_DEVICES RCUDA_DEVICE_COUNT

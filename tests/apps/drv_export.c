@@ -1,0 +1,159 @@
+/*
+ * Each entry ferry serves in the driver's private tables (cuGetExportTable),
+ * called as NVIDIA's runtime calls them (docs/driver-export-tables.md), and
+ * the refusals: an unknown table, an undecoded entry.
+ * usage: drv_export FATBIN
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "drv_check.h"
+
+static const CUuuid cudart_interface = {{0x6b, (char)0xd5, (char)0xfb, 0x6c, 0x5b, (char)0xf4, (char)0xe7, 0x4a, (char)0x89, (char)0x87, (char)0xd9, 0x39, 0x12, (char)0xfd, (char)0x9d, (char)0xf9}};
+static const CUuuid tools_tls = {{0x42, (char)0xd8, 0x5a, (char)0x81, 0x23, (char)0xf6, (char)0xcb, 0x47, (char)0x82, (char)0x98, (char)0xf6, (char)0xe7, (char)0x8a, 0x3a, (char)0xec, (char)0xdc}};
+static const CUuuid hooks = {{(char)0xa0, (char)0x94, 0x79, (char)0x8c, 0x2e, 0x74, 0x2e, 0x74, (char)0x93, (char)0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66}};
+static const CUuuid storage = {{(char)0xc6, (char)0x93, 0x33, 0x6e, 0x11, 0x21, (char)0xdf, 0x11, (char)0xa8, (char)0xc3, 0x68, (char)0xf3, 0x55, (char)0xd8, (char)0x95, (char)0x93}};
+static const CUuuid checks = {{0x26, 0x3e, (char)0x88, 0x60, 0x7c, (char)0xd2, 0x61, 0x43, (char)0x92, (char)0xf6, (char)0xbb, (char)0xd5, 0x00, 0x6d, (char)0xfa, 0x7e}};
+static const CUuuid integrity = {{(char)0xd4, 0x08, 0x20, 0x55, (char)0xbd, (char)0xe6, 0x70, 0x4b, (char)0x8d, 0x34, (char)0xba, 0x12, 0x3c, 0x66, (char)0xe1, (char)0xf2}};
+static const CUuuid tools_context = {{0x21, 0x31, (char)0x8c, 0x60, (char)0x97, 0x14, 0x32, 0x48, (char)0x8c, (char)0xa6, 0x41, (char)0xff, 0x73, 0x24, (char)0xc8, (char)0xf2}};
+static const CUuuid startup = {{(char)0xf8, (char)0xcf, (char)0xf9, 0x51, 0x21, 0x46, (char)0x8b, 0x4e, (char)0xb9, (char)0xe2, (char)0xfb, 0x46, (char)0x9e, 0x7c, 0x0d, (char)0xd9}};
+static const CUuuid unknown = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
+
+typedef void *const *table;
+static table get(const CUuuid *id) {
+  const void *t = NULL;
+  MUST(cuGetExportTable(&t, id));
+  return (table)t;
+}
+
+static int dtor_calls;
+static void *dtor_value;
+static void dtor(CUcontext ctx, void *key, void *value) {
+  (void)ctx, (void)key;
+  dtor_calls++;
+  dtor_value = value;
+}
+
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = (char *)malloc(n > 0 ? (size_t)n : 1);
+  *len = b && n > 0 ? fread(b, 1, (size_t)n, f) : 0;
+  fclose(f);
+  return b;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s FATBIN\n", argv[0]);
+    return 2;
+  }
+  const void *t = (const void *)1;
+  CU_IS(cuGetExportTable(&t, &unknown), CUDA_ERROR_INVALID_VALUE);
+  EXPECT(t == NULL);
+  CU_IS(cuGetExportTable(&t, &startup), CUDA_ERROR_INVALID_VALUE);
+  MUST(cuInit(0));
+  CUdevice dev;
+  MUST(cuDeviceGet(&dev, 0));
+
+  /* CUDART_INTERFACE: the primary context (not retained), modules from wrappers */
+  table ci = get(&cudart_interface);
+  EXPECT((uintptr_t)ci[0] == 13 * sizeof(void *));
+  CUresult (*primary)(CUcontext *, CUdevice) = (CUresult(*)(CUcontext *, CUdevice))ci[2];
+  CUcontext p1 = NULL, p2 = NULL;
+  CU(primary(&p1, dev));
+  CU(cuDevicePrimaryCtxRetain(&p2, dev));
+  EXPECT(p1 && p1 == p2);
+  CU_IS(primary(&p1, 99), CUDA_ERROR_INVALID_DEVICE);
+  CU(cuCtxSetCurrent(p2));
+  size_t len = 0;
+  char *fat = read_file(argv[1], &len);
+  EXPECT(fat && len > 16);
+  struct {
+    int magic, version;
+    const void *data, *rest;
+  } wrapper = {0x466243B1, 1, fat, NULL};
+  CUresult (*from_wrapper)(CUmodule *, const void *) = (CUresult(*)(CUmodule *, const void *))ci[1];
+  CUmodule mod = NULL;
+  CUfunction fn = NULL;
+  CU(from_wrapper(&mod, &wrapper));
+  CU(cuModuleGetFunction(&fn, mod, "drv_vadd"));
+
+  /* TOOLS_RUNTIME_CALLBACK_HOOKS: two buffers */
+  table h = get(&hooks);
+  EXPECT((uintptr_t)h[0] == 7 * sizeof(void *));
+  void *buf = NULL;
+  size_t size = 0;
+  ((void (*)(void **, size_t *))h[2])(&buf, &size);
+  EXPECT(buf && size == 1024);
+  buf = NULL;
+  ((void (*)(void **, size_t *))h[6])(&buf, &size);
+  EXPECT(buf && size == 14);
+
+  /* TOOLS_TLS: the current context */
+  table tls = get(&tools_tls);
+  CUcontext cur = NULL;
+  CU(((CUresult(*)(CUcontext *))tls[2])(&cur));
+  EXPECT(cur == p2);
+
+  /* CONTEXT_LOCAL_STORAGE: NULL is the current context; a reset runs the destructor */
+  table cls = get(&storage);
+  CUresult (*put)(CUcontext, void *, void *, void (*)(CUcontext, void *, void *)) =
+      (CUresult(*)(CUcontext, void *, void *, void (*)(CUcontext, void *, void *)))cls[0];
+  CUresult (*del)(CUcontext, void *) = (CUresult(*)(CUcontext, void *))cls[1];
+  CUresult (*look)(void **, CUcontext, void *) = (CUresult(*)(void **, CUcontext, void *))cls[2];
+  int key1, key2, value1, value2;
+  void *got = NULL;
+  CU_IS(look(&got, NULL, &key1), CUDA_ERROR_INVALID_HANDLE);
+  CU(put(NULL, &key1, &value1, dtor));
+  CU(put(p2, &key2, &value2, dtor));
+  CU(look(&got, NULL, &key1));
+  EXPECT(got == &value1);
+  CU(look(&got, p2, &key2));
+  EXPECT(got == &value2);
+  CU(del(p2, &key2));
+  CU_IS(look(&got, NULL, &key2), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT(dtor_calls == 0);
+  CU(cuDevicePrimaryCtxReset(dev));
+  EXPECT(dtor_calls == 1 && dtor_value == &value1);
+  CU_IS(look(&got, p2, &key1), CUDA_ERROR_INVALID_HANDLE);
+  CU(cuCtxSetCurrent(p2));
+
+  /* CONTEXT_CHECKS: nothing to report; entry 1 is not decoded */
+  table ck = get(&checks);
+  unsigned flags = 7;
+  const void *detail = &flags;
+  CU(((CUresult(*)(CUcontext, unsigned *, const void **))ck[2])(p2, &flags, &detail));
+  EXPECT(flags == 0 && detail == NULL);
+  EXPECT(((unsigned (*)(void))ck[3])() == 0);
+  CU_IS(((CUresult(*)(void))ck[1])(), CUDA_ERROR_NOT_SUPPORTED);
+
+  /* INTEGRITY_CHECK: fixed answers for x0 and x1, a keyed hash of the time otherwise */
+  table ic = get(&integrity);
+  CUresult (*hash)(unsigned, uint64_t, uint64_t *) = (CUresult(*)(unsigned, uint64_t, uint64_t *))ic[1];
+  uint64_t r0[2], r1[2], a[2], b[2], c[2];
+  CU(hash(13000, 1795492473, r0));
+  CU(hash(13001, 1795492473, r1));
+  EXPECT(r0[0] == 0x3341181c03cb675cull && r0[1] == 0x8ed383aa1f4cd1e8ull);
+  EXPECT(r1[0] == 0x1841181c03cb675cull && r1[1] == 0x8ed383aa1f4cd1e8ull);
+  CU(hash(13002, 1795492473, a));
+  CU(hash(13002, 1795492473, b));
+  CU(hash(13002, 1795492474, c));
+  EXPECT(a[0] == b[0] && a[1] == b[1]);
+  EXPECT(a[0] != c[0] || a[1] != c[1]);
+
+  /* TOOLS_CONTEXT: the context id; entry 39 is not decoded */
+  table tc = get(&tools_context);
+  uint64_t id = 0;
+  unsigned long long want = 0;
+  CU(((CUresult(*)(CUcontext, uint64_t *))tc[4])(p2, &id));
+  CU(cuCtxGetId(p2, &want));
+  EXPECT(id == want && id != 0);
+  CU_IS(((CUresult(*)(void))tc[39])(), CUDA_ERROR_NOT_SUPPORTED);
+
+  free(fat);
+  return drv_summary();
+}
