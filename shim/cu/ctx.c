@@ -5,6 +5,7 @@
  * context is also the runtime front end's current device, so the two front
  * ends always agree on where a call goes.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -348,9 +349,6 @@ CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
 CUresult cuCtxGetLimit(size_t *value, CUlimit limit) {
   return ON_CURRENT(cudaDeviceGetLimit(value, (enum cudaLimit)limit));
 }
-CUresult cuCtxSetCacheConfig(CUfunc_cache config) {
-  return ON_CURRENT(cudaDeviceSetCacheConfig((enum cudaFuncCache)config));
-}
 CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
   return ON_CURRENT(cudaDeviceGetStreamPriorityRange(least, greatest));
 }
@@ -395,4 +393,96 @@ CUresult cuCtxDisablePeerAccess(CUcontext peer) {
   struct ferry_vgpu *p = ferry_cu_ctx_vgpu(peer);
   if (!p) return CUDA_ERROR_INVALID_CONTEXT;
   return ON_CURRENT(cudaDeviceDisablePeerAccess(p->index));
+}
+
+/* the CUDA 3.2 form */
+#undef cuCtxCreate
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
+  return cuCtxCreate_v4(pctx, NULL, flags, dev);
+}
+
+/* ---- settings a remote GPU keeps as CUDA would report them ---- */
+static CUfunc_cache cache_config[FERRY_MAX_VGPUS]; /* what cuCtxSetCacheConfig last set */
+
+CUresult cuCtxSetCacheConfig(CUfunc_cache config) {
+  struct ferry_vgpu *v;
+  CUresult rc = ferry_cu_current(&v);
+  if (!rc) rc = FERRY_CU_RT(cudaDeviceSetCacheConfig((enum cudaFuncCache)config));
+  if (!rc) __atomic_store_n(&cache_config[v->index], config, __ATOMIC_RELAXED);
+  return rc;
+}
+CUresult cuCtxGetCacheConfig(CUfunc_cache *config) {
+  struct ferry_vgpu *v;
+  if (!config) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = ferry_cu_current(&v);
+  if (!rc) *config = __atomic_load_n(&cache_config[v->index], __ATOMIC_RELAXED);
+  return rc;
+}
+/* shared memory bank sizes are fixed since Volta: the calls only report it */
+CUresult cuCtxGetSharedMemConfig(CUsharedconfig *config) {
+  struct ferry_vgpu *v;
+  if (!config) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = ferry_cu_current(&v);
+  if (!rc) *config = CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE;
+  return rc;
+}
+CUresult cuCtxSetSharedMemConfig(CUsharedconfig config) {
+  struct ferry_vgpu *v;
+  (void)config;
+  return ferry_cu_current(&v);
+}
+CUresult cuFuncSetSharedMemConfig(CUfunction f, CUsharedconfig config) {
+  (void)f, (void)config;
+  return ferry_cu_ready();
+}
+
+/* PCI addresses as the device's attributes give them */
+CUresult cuDeviceGetPCIBusId(char *out, int len, CUdevice dev) {
+  int domain, bus, device;
+  if (!out || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = cuDeviceGetAttribute(&domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, dev);
+  if (!rc) rc = cuDeviceGetAttribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev);
+  if (!rc) rc = cuDeviceGetAttribute(&device, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev);
+  if (!rc) snprintf(out, (size_t)len, "%08x:%02x:%02x.0", domain, bus, device);
+  return rc;
+}
+/* two vGPUs may be the same GPU of one server, or GPUs of two servers with
+   the same address: the first with that address answers */
+CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *id) {
+  unsigned domain = 0, bus, device;
+  if (!dev || !id) return CUDA_ERROR_INVALID_VALUE;
+  if (sscanf(id, "%x:%x:%x", &domain, &bus, &device) != 3 && sscanf(id, "%x:%x", &bus, &device) != 2)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = ferry_cu_ready();
+  for (int d = 0; !rc && d < ferry.count; d++) {
+    int a, b, c;
+    if (cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, d) ||
+        cuDeviceGetAttribute(&b, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, d) ||
+        cuDeviceGetAttribute(&c, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, d))
+      continue;
+    if ((unsigned)a == domain && (unsigned)b == bus && (unsigned)c == device) {
+      *dev = d;
+      return CUDA_SUCCESS;
+    }
+  }
+  return rc ? rc : CUDA_ERROR_INVALID_DEVICE;
+}
+
+/* vGPUs never reach each other's memory (ferry copies between them through
+   the host): no peer attribute holds */
+CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attr, CUdevice src, CUdevice dst) {
+  if (!value) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = ferry_cu_ready();
+  if (rc) return rc;
+  if (src < 0 || src >= ferry.count || dst < 0 || dst >= ferry.count || src == dst)
+    return CUDA_ERROR_INVALID_DEVICE;
+  (void)attr;
+  *value = 0;
+  return CUDA_SUCCESS;
+}
+
+/* persisting L2 lines are a performance hint: nothing to reset for correctness */
+CUresult cuCtxResetPersistingL2Cache(void) {
+  struct ferry_vgpu *v;
+  return ferry_cu_current(&v);
 }

@@ -162,6 +162,14 @@ CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUc
                                         (cudaStream_t)s));
 }
 
+CUresult cuMemcpyPeer_ptds(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n) {
+  return cuMemcpyPeer(dst, dctx, src, sctx, n);
+}
+CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
+                                size_t n, CUstream s) {
+  return cuMemcpyPeerAsync(dst, dctx, src, sctx, n, s);
+}
+
 /* one side of a 2D copy: its address at (x, y) and its pitch; arrays are
    not served on this path */
 static CUresult side(CUmemorytype type, const void *host, CUdeviceptr dev, CUarray array,

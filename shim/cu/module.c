@@ -498,7 +498,10 @@ static CUresult pack_params(const struct ferry_layout *l, void **params, void **
     *out = (ferry_blob){NULL, 0};
     return CUDA_SUCCESS;
   }
-  if (!buf || size < l->bytes) return CUDA_ERROR_INVALID_VALUE;
+  if (!buf) return CUDA_ERROR_INVALID_VALUE;
+  /* the driver takes only the parameters' exact size (the padded struct's
+     is refused this way on an H100, driver 580) */
+  if (size != l->bytes) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
   *out = (ferry_blob){buf, l->bytes};
   return CUDA_SUCCESS;
 }

@@ -54,12 +54,14 @@ static CUresult get_proc(const char *symbol, void **pfn, int version, cuuint64_t
   const struct ferry_cu_export *e = export_named(found == 0 ? name : symbol);
   if (found == 1 || !e) {
     *pfn = NULL;
-    if (status)
-      *status = found == 1 ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
-                           : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     ferry_debug("cuGetProcAddress(%s, %d, %llu): %s", symbol, version, (unsigned long long)flags,
                 found == 1 ? "only in newer versions" : "unknown");
-    return CUDA_ERROR_NOT_FOUND;
+    /* the driver (580) answers success and says why in the status; the
+       first form, which has no status, gets an error */
+    if (!status) return CUDA_ERROR_NOT_FOUND;
+    *status = found == 1 ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                         : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_SUCCESS;
   }
   *pfn = e->fn;
   if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
@@ -166,8 +168,6 @@ static cudaError_t entry_point(const char *symbol, void **fn, int version,
   CUdriverProcAddressQueryResult r = CU_GET_PROC_ADDRESS_SUCCESS;
   CUresult rc = get_proc(symbol, fn, version, flags, &r);
   if (st) *st = (enum cudaDriverEntryPointQueryResult)r;
-  /* as CUDA: a name that is not there is a status, not an error */
-  if (rc == CUDA_ERROR_NOT_FOUND) return cudaSuccess;
   return rc ? ferry_ret(cudaErrorInvalidValue) : cudaSuccess;
 }
 

@@ -4,6 +4,8 @@
  * CU_STREAM_LEGACY / CU_STREAM_PER_THREAD are cudaStreamLegacy /
  * cudaStreamPerThread, so either front end can use what the other made.
  */
+#include <cuda_profiler_api.h>
+
 #include "shim/cu/cu.h"
 
 #define S(s) ((cudaStream_t)(s))
@@ -99,3 +101,93 @@ CUresult cuEventQuery(CUevent e) { return READY_THEN(cudaEventQuery(E(e))); }
 CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
   return READY_THEN(cudaEventElapsedTime(ms, E(start), E(end)));
 }
+
+/* the first version has the same form */
+#undef cuEventElapsedTime
+CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
+  return cuEventElapsedTime_v2(ms, start, end);
+}
+
+/* ---- stream capture: ferry captures nothing, so no stream is ever being captured
+   (cuBLAS asks before each launch) ---- */
+static CUresult not_capturing(CUstream s, int per_thread, CUstreamCaptureStatus *status) {
+  struct ferry_vgpu *v;
+  uint32_t id;
+  if (!status) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = ferry_cu_ready();
+  if (!rc) rc = FERRY_CU_RT(ferry_stream_resolve(S(s), per_thread, &v, &id));
+  if (!rc) *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return rc;
+}
+#undef cuStreamIsCapturing
+CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status) {
+  return not_capturing(s, 0, status);
+}
+CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *status) {
+  return not_capturing(s, 1, status);
+}
+static CUresult capture_info(CUstream s, int per_thread, CUstreamCaptureStatus *status,
+                             cuuint64_t *id, CUgraph *graph, const CUgraphNode **deps,
+                             const CUgraphEdgeData **edges, size_t *ndeps) {
+  CUresult rc = not_capturing(s, per_thread, status);
+  if (rc) return rc;
+  if (id) *id = 0;
+  if (graph) *graph = NULL;
+  if (deps) *deps = NULL;
+  if (edges) *edges = NULL;
+  if (ndeps) *ndeps = 0;
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
+                                   const CUgraphNode **deps, size_t *n) {
+  return capture_info(s, 0, st, id, g, deps, NULL, n);
+}
+CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id,
+                                        CUgraph *g, const CUgraphNode **deps, size_t *n) {
+  return capture_info(s, 1, st, id, g, deps, NULL, n);
+}
+CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
+                                   const CUgraphNode **deps, const CUgraphEdgeData **e, size_t *n) {
+  return capture_info(s, 0, st, id, g, deps, e, n);
+}
+CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id,
+                                        CUgraph *g, const CUgraphNode **deps,
+                                        const CUgraphEdgeData **e, size_t *n) {
+  return capture_info(s, 1, st, id, g, deps, e, n);
+}
+/* the thread's capture mode matters only while capturing: kept and swapped */
+static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
+  if (!mode) return CUDA_ERROR_INVALID_VALUE;
+  CUstreamCaptureMode old = capture_mode;
+  capture_mode = *mode;
+  *mode = old;
+  return CUDA_SUCCESS;
+}
+
+/* a stream's id (its handle: unique while it lives) and device */
+static CUresult stream_id(CUstream s, int per_thread, unsigned long long *out, CUdevice *dev) {
+  struct ferry_vgpu *v;
+  uint32_t id;
+  CUresult rc = ferry_cu_ready();
+  if (!rc) rc = FERRY_CU_RT(ferry_stream_resolve(S(s), per_thread, &v, &id));
+  if (rc) return rc;
+  if (out) *out = (uintptr_t)s > 2 ? (unsigned long long)(uintptr_t)s : ((unsigned long long)v->index << 8 | id);
+  if (dev) *dev = v->index;
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamGetId(CUstream s, unsigned long long *id) {
+  return id ? stream_id(s, 0, id, NULL) : CUDA_ERROR_INVALID_VALUE;
+}
+CUresult cuStreamGetId_ptsz(CUstream s, unsigned long long *id) {
+  return id ? stream_id(s, 1, id, NULL) : CUDA_ERROR_INVALID_VALUE;
+}
+CUresult cuStreamGetDevice(CUstream s, CUdevice *dev) {
+  return dev ? stream_id(s, 0, NULL, dev) : CUDA_ERROR_INVALID_VALUE;
+}
+CUresult cuStreamGetDevice_ptsz(CUstream s, CUdevice *dev) {
+  return dev ? stream_id(s, 1, NULL, dev) : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuProfilerStart(void) { return READY_THEN(cudaProfilerStart()); }
+CUresult cuProfilerStop(void) { return READY_THEN(cudaProfilerStop()); }

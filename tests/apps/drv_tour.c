@@ -410,7 +410,9 @@ static void test_launches(int n) {
   EXPECT(offsetof(struct params_buf, s) == 40 && offsetof(struct params_buf, h) == 64);
   pb.out = (double *)(uintptr_t)out, pb.c = pc, pb.d = pd, pb.i = pi;
   pb.p = (const int *)(uintptr_t)ip, pb.s = ps, pb.h = ph;
-  size_t pbsize = sizeof pb;
+  /* the driver wants the parameters' own size (66), not the padded struct's:
+     it refuses 72 with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (H100, driver 580) */
+  size_t pbsize = offsetof(struct params_buf, h) + sizeof pb.h;
   void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &pb, CU_LAUNCH_PARAM_BUFFER_SIZE, &pbsize,
                    CU_LAUNCH_PARAM_END};
   CU(cuMemsetD8(out, 0, sizeof hout));
@@ -536,12 +538,12 @@ static void test_proc_and_errors(void) {
     EXPECT(v == 99u);
     CU(((mem_free_fn)fn_free)(p));
   }
-  /* an unknown name: cuda.h says CUDA_SUCCESS with pfn NULL, drivers have
-     answered CUDA_ERROR_NOT_FOUND; either way the status says not found */
+  /* an unknown name: CUDA_SUCCESS with pfn NULL and the status saying
+     why (H100, driver 580) */
   fn = (void *)&q;
   CUresult r = cuGetProcAddress("cuNoSuchFunction", &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &q);
   printf("cuGetProcAddress of an unknown name: %s\n", cu_name(r));
-  EXPECT((r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_FOUND) && fn == NULL);
+  EXPECT(r == CUDA_SUCCESS && fn == NULL);
   EXPECT(q == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
 
   r = cuMemFree((CUdeviceptr)0xdead0000ull);
@@ -613,7 +615,7 @@ static int run_loop(int iterations, int n) {
     MUST(cuStreamWaitEvent(s2, done_mix, 0));
     if (it % 2) { /* drv_fold through extra, or through cuLaunchKernelEx */
       struct { CUdeviceptr y, x; int n; } fb = {y, x, n};
-      size_t fbsize = sizeof fb;
+      size_t fbsize = offsetof(__typeof__(fb), n) + sizeof fb.n; /* 20, not 24 */
       void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &fb, CU_LAUNCH_PARAM_BUFFER_SIZE, &fbsize,
                        CU_LAUNCH_PARAM_END};
       MUST(launch(f_fold, blocks_for(n), 1, BLOCK, 1, 0, s2, NULL, extra));

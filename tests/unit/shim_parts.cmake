@@ -13,6 +13,7 @@ ferry_unit_test(test_props
   ${CMAKE_CURRENT_LIST_DIR}/../../shim/props.c)
 # the driver front end as programs reach it: ferry's libcuda.so.1 by dlopen
 ferry_unit_test(test_cu_front ${CMAKE_CURRENT_LIST_DIR}/test_cu_front.c)
-target_compile_definitions(test_cu_front PRIVATE FERRY_LIBCUDA="$<TARGET_FILE:cuda_front>")
+target_compile_definitions(test_cu_front PRIVATE FERRY_LIBCUDA="$<TARGET_FILE:cuda_front>"
+  FERRY_STARTUP_NAMES="${CMAKE_SOURCE_DIR}/shim/cu/runtime_startup.txt")
 target_link_libraries(test_cu_front PRIVATE dl)
 add_dependencies(test_cu_front cuda_front cudart)
