@@ -8,7 +8,16 @@ add_custom_command(
   DEPENDS ${CMAKE_SOURCE_DIR}/bench/apps/bench_calls.cu
   COMMENT "nvcc -cudart shared bench_calls.cu"
   VERBATIM)
-add_custom_target(ferry_bench_apps ALL DEPENDS ${FERRY_BENCH_APP})
+# the same program with nvcc's default static runtime: it reaches ferry
+# through libcuda.so.1 (bench/run_static_bench_gpu.sh)
+add_custom_command(
+  OUTPUT ${FERRY_BENCH_APP}_static
+  COMMAND ${FERRY_NVCC} -arch=sm_90 -O2 -o ${FERRY_BENCH_APP}_static
+          ${CMAKE_SOURCE_DIR}/bench/apps/bench_calls.cu
+  DEPENDS ${CMAKE_SOURCE_DIR}/bench/apps/bench_calls.cu
+  COMMENT "nvcc bench_calls.cu (-cudart static)"
+  VERBATIM)
+add_custom_target(ferry_bench_apps ALL DEPENDS ${FERRY_BENCH_APP} ${FERRY_BENCH_APP}_static)
 
 # Migration benchmarks (issue 3): bench/run_migrate_gpu.sh runs them,
 # bench/migrate_report.py turns their logs into bench/results/.

@@ -64,6 +64,7 @@ deb)
   done
   expect_in contents.log " ./lib/systemd/system/ferry-server.service$"
   expect_in contents.log " ./usr/lib/ferry/libcudart.so.13$"
+  expect_in contents.log " ./usr/lib/ferry/libcuda.so.1$"
   dpkg -x "$deb" "$work/root" || fail "dpkg -x failed"
   prefix=$work/root/usr
   sys_prefix=/usr sys_etc=/etc unitdir=$work/root/lib/systemd/system root=$work/root
@@ -80,12 +81,14 @@ done
 [ "$(ls "$prefix/bin" | tr '\n' ' ')" = "ferry ferry-mhelper ferry-server " ] ||
   fail "bin/ holds more than the three programs: $(ls "$prefix/bin" | tr '\n' ' ')"
 [ -f "$prefix/lib/ferry/libcudart.so.13" ] || fail "no lib/ferry/libcudart.so.13"
-# in lib/ itself it would shadow NVIDIA's runtime for every program
-for f in "$prefix"/lib/libcudart* "$prefix"/lib64/libcudart* "$prefix"/lib/*/libcudart.so*; do
+[ -f "$prefix/lib/ferry/libcuda.so.1" ] || fail "no lib/ferry/libcuda.so.1"
+# in lib/ itself they would shadow NVIDIA's runtime and driver for every program
+for f in "$prefix"/lib/libcudart* "$prefix"/lib64/libcudart* "$prefix"/lib/*/libcudart.so* \
+  "$prefix"/lib/libcuda.so* "$prefix"/lib64/libcuda.so* "$prefix"/lib/*/libcuda.so*; do
   case $f in */lib/ferry/*) continue ;; esac
   [ ! -e "$f" ] || fail "$f would shadow NVIDIA's runtime"
 done
-for f in README.md copyright docs/control.md docs/migration.md docs/multigpu.md; do
+for f in README.md copyright docs/control.md docs/migration.md docs/multigpu.md docs/driver.md; do
   [ -f "$prefix/share/doc/ferry/$f" ] || fail "no share/doc/ferry/$f"
 done
 for f in man1/ferry.1.gz man8/ferry-server.8.gz man8/ferry-mhelper.8.gz; do
@@ -103,6 +106,11 @@ if [ -z "$sanitized" ]; then
     [ -z "$extra" ] || fail "$f needs $extra"
     ! grep -Eq '\((RPATH|RUNPATH)\)' "$work/elf.log" || fail "$f has an RPATH"
   done
+  # the driver front end is a name for the runtime one, found next to it
+  readelf -d "$prefix/lib/ferry/libcuda.so.1" >"$work/elf.log" || fail "readelf libcuda.so.1 failed"
+  expect_in elf.log "(NEEDED).*\[libcudart.so.13\]"
+  expect_in elf.log "(RUNPATH).*\[\$ORIGIN\]"
+  expect_in elf.log "(SONAME).*\[libcuda.so.1\]"
 fi
 
 # ---- the unit and its settings ----
@@ -180,6 +188,12 @@ rc=$(export LD_DEBUG=libs; run vecadd vecadd)
 ok vecadd "$rc"
 expect_in vecadd.err "calling init: $real_prefix/lib/ferry/libcudart.so.13"
 expect_not_in vecadd.err "calling init: $build/lib/libcudart.so.13"
+
+# a program with NVIDIA's static runtime, through the installed libcuda.so.1
+rc=$(export LD_DEBUG=libs; run vecadd_static vecadd_static)
+ok vecadd_static "$rc"
+expect_in vecadd_static.err "calling init: $real_prefix/lib/ferry/libcuda.so.1"
+expect_not_in vecadd_static.err "calling init: $build/lib/libcuda.so.1"
 
 # through a link to the installed ferry, as from a directory on PATH
 mkdir -p "$work/elsewhere"

@@ -1,0 +1,40 @@
+#!/bin/bash
+# Issue 10's benchmarks on a GPU machine, in one run: bench_calls built with
+# nvcc's default static runtime (it reaches ferry through libcuda.so.1, the
+# driver front end) against native, against the raw TCP transport, and
+# against the -cudart shared build through ferry (the runtime front end).
+# bench/static_report.py OUTDIR writes the tables.
+# usage: bench/run_static_bench_gpu.sh BUILD OUTDIR
+#   BUILD: bin/ (ferry, ferry-server, ferry-bench-tcp), lib/, bench/ (bench_calls, bench_calls_static)
+set -u
+build=$(cd "$1" && pwd) || exit 2
+out=$2
+mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "host: $(uname -srm)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current --format=csv,noheader
+  echo "cpus: $(nproc)"
+} >"$out/machine.txt" 2>&1
+. "$(dirname "$0")/server_start.sh"
+server_start "$build/bin" "$out/server.log" --backend cuda
+trap 'kill $server 2>/dev/null' EXIT
+export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+ferry=$build/bin/ferry tcp=$build/bin/ferry-bench-tcp
+st=$build/bench/bench_calls_static sh=$build/bench/bench_calls
+
+timeout 200 "$st" all >"$out/bench_native_static.txt" 2>&1
+timeout 300 "$ferry" run -- "$st" all >"$out/bench_ferry_static.txt" 2>&1
+timeout 300 "$ferry" run -- "$sh" all >"$out/bench_ferry_shared.txt" 2>&1
+# latencies are the noisiest: five rounds, the four alternating
+for round in 1 2 3 4 5; do
+  timeout 60 "$ferry" run -- "$st" latency >>"$out/bench_ferry_static.txt" 2>&1
+  timeout 60 "$ferry" run -- "$sh" latency >>"$out/bench_ferry_shared.txt" 2>&1
+  timeout 60 "$st" latency >>"$out/bench_native_static.txt" 2>&1
+  timeout 60 "$tcp" pingpong 4 20000 >>"$out/bench_tcp.txt" 2>&1
+done
+for s in 4096 65536 1048576 16777216 268435456 1073741824; do
+  total=$((s * 4)); [ $total -lt 1073741824 ] && total=1073741824
+  timeout 60 "$tcp" stream $s $total >>"$out/bench_tcp.txt" 2>&1
+done
+echo "done" >>"$out/machine.txt"
