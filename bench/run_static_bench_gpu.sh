@@ -26,11 +26,19 @@ st=$build/bench/bench_calls_static sh=$build/bench/bench_calls
 timeout 200 "$st" all >"$out/bench_native_static.txt" 2>&1
 timeout 300 "$ferry" run -- "$st" all >"$out/bench_ferry_static.txt" 2>&1
 timeout 300 "$ferry" run -- "$sh" all >"$out/bench_ferry_shared.txt" 2>&1
-# latencies are the noisiest: five rounds, the four alternating
-for round in 1 2 3 4 5; do
-  timeout 60 "$ferry" run -- "$st" latency >>"$out/bench_ferry_static.txt" 2>&1
-  timeout 60 "$ferry" run -- "$sh" latency >>"$out/bench_ferry_shared.txt" 2>&1
-  timeout 60 "$st" latency >>"$out/bench_native_static.txt" 2>&1
+# latencies and launch rates are the noisiest: seven rounds, the builds
+# alternating and taking turns at going first (report.py takes medians)
+for round in 1 2 3 4 5 6 7; do
+  for what in latency launch; do
+    if [ $((round % 2)) = 1 ]; then
+      timeout 60 "$ferry" run -- "$st" $what >>"$out/bench_ferry_static.txt" 2>&1
+      timeout 60 "$ferry" run -- "$sh" $what >>"$out/bench_ferry_shared.txt" 2>&1
+    else
+      timeout 60 "$ferry" run -- "$sh" $what >>"$out/bench_ferry_shared.txt" 2>&1
+      timeout 60 "$ferry" run -- "$st" $what >>"$out/bench_ferry_static.txt" 2>&1
+    fi
+    timeout 60 "$st" $what >>"$out/bench_native_static.txt" 2>&1
+  done
   timeout 60 "$tcp" pingpong 4 20000 >>"$out/bench_tcp.txt" 2>&1
 done
 for s in 4096 65536 1048576 16777216 268435456 1073741824; do

@@ -6,6 +6,7 @@ The static-runtime build of bench_calls through ferry (driver front end)
 against native, the raw TCP transport and the -cudart shared build through
 ferry (runtime front end); every ratio compares numbers of the same run.
 """
+import re
 import sys
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
@@ -18,6 +19,8 @@ def main(d):
     out = ["Machine:\n\n```\n" + open(f"{d}/machine.txt").read().strip() + "\n```\n"]
     out.append("Command: `bench/run_static_bench_gpu.sh BUILD OUT && bench/static_report.py OUT`.\n")
     out.append("## Latency and launch rate\n")
+    out.append("Medians of seven rounds in which the static and the shared build take turns "
+               "at going first.\n")
     out.append("| metric | native (static) | ferry, static build | ferry, shared build | "
                "static / TCP or native | static / shared | targets |")
     out.append("|---|---|---|---|---|---|---|")
@@ -34,7 +37,7 @@ def main(d):
     out.append("| copy | native (static) | ferry, static build | ferry, shared build | raw TCP stream | "
                "static / TCP | static / shared |")
     out.append("|---|---|---|---|---|---|---|")
-    for k in sorted((k for k in fst if k.startswith(("h2d_", "d2h_"))),
+    for k in sorted((k for k in fst if re.match(r"^(h2d|d2h)_(pinned|pageable)_[0-9]+$", k)),
                     key=lambda k: (k.split("_")[0], k.split("_")[1], int(k.rsplit("_", 1)[1]))):
         size = int(k.rsplit("_", 1)[1])
         t = tcp.get(f"tcp_stream_{size}")

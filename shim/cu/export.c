@@ -90,6 +90,9 @@ static struct cls_entry {
 } cls[64];
 static int ncls;
 static pthread_mutex_t cls_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Read before every runtime call: each thread keeps its last answer, good
+   while nothing was stored, deleted or dropped since (cls_generation). */
+static uint64_t cls_generation = 1; /* atomic, under cls_lock when it changes; never 0 */
 
 /* NULL (or -1) names the calling thread's current context */
 static CUresult cls_ctx(CUcontext *ctx) {
@@ -106,6 +109,7 @@ static CUresult cls_put(CUcontext ctx, void *key, void *value, cls_dtor dtor) {
   if (i == ncls && ncls < (int)(sizeof cls / sizeof *cls)) ncls++;
   else if (i == ncls) rc = CUDA_ERROR_OUT_OF_MEMORY;
   if (!rc) cls[i] = (struct cls_entry){ctx, key, value, dtor};
+  __atomic_add_fetch(&cls_generation, 2, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&cls_lock);
   return rc;
 }
@@ -118,17 +122,31 @@ static CUresult cls_delete(CUcontext ctx, void *key) {
       cls[i] = cls[--ncls];
       break;
     }
+  __atomic_add_fetch(&cls_generation, 2, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&cls_lock);
   return CUDA_SUCCESS;
 }
+static __thread struct {
+  uint64_t generation;
+  CUcontext ctx;
+  void *key, *value;
+} cls_seen;
+
 /* a miss tells the runtime the context is not set up yet */
 static CUresult cls_get(void **value, CUcontext ctx, void *key) {
   if (cls_ctx(&ctx)) return CUDA_ERROR_INVALID_HANDLE;
+  uint64_t gen = __atomic_load_n(&cls_generation, __ATOMIC_ACQUIRE);
+  if (cls_seen.generation == gen && cls_seen.ctx == ctx && cls_seen.key == key) {
+    *value = cls_seen.value;
+    return CUDA_SUCCESS;
+  }
   CUresult rc = CUDA_ERROR_INVALID_HANDLE;
   pthread_mutex_lock(&cls_lock);
+  gen = __atomic_load_n(&cls_generation, __ATOMIC_RELAXED);
   for (int i = 0; i < ncls; i++)
     if (cls[i].ctx == ctx && cls[i].key == key) {
       *value = cls[i].value;
+      cls_seen.generation = gen, cls_seen.ctx = ctx, cls_seen.key = key, cls_seen.value = *value;
       rc = CUDA_SUCCESS;
       break;
     }
@@ -146,6 +164,7 @@ void ferry_cu_cls_drop(CUcontext ctx) {
     } else {
       i++;
     }
+  __atomic_add_fetch(&cls_generation, 2, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&cls_lock);
   for (int i = 0; i < n; i++)
     if (gone[i].dtor) gone[i].dtor(gone[i].ctx, gone[i].key, gone[i].value);

@@ -205,6 +205,11 @@ CUresult cuLibraryGetKernel(CUkernel *out, CUlibrary h, const char *name) {
 
 CUresult ferry_cu_kernel_on(struct cu_kernel *k, struct ferry_vgpu *v, struct ferry_cu_fn *out) {
   struct cu_library *l = k->lib;
+  /* every launch asks: once resolved on v, no lock (present is set last) */
+  if (__atomic_load_n(&k->present[v->index], __ATOMIC_ACQUIRE) && k->magic == KERNEL_MAGIC) {
+    *out = (struct ferry_cu_fn){l->id << 16 | k->index[v->index], &k->layout, &k->max_dynamic_smem};
+    return CUDA_SUCCESS;
+  }
   pthread_mutex_lock(&l->lock);
   CUresult rc = k->magic == KERNEL_MAGIC ? ensure_loaded(l, v) : CUDA_ERROR_INVALID_HANDLE;
   if (!rc && !k->present[v->index]) {
@@ -225,7 +230,7 @@ CUresult ferry_cu_kernel_on(struct cu_kernel *k, struct ferry_vgpu *v, struct fe
     }
     if (!rc) {
       k->index[v->index] = r.index;
-      k->present[v->index] = 1;
+      __atomic_store_n(&k->present[v->index], 1, __ATOMIC_RELEASE);
     }
   }
   if (!rc) *out = (struct ferry_cu_fn){l->id << 16 | k->index[v->index], &k->layout, &k->max_dynamic_smem};
