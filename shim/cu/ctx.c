@@ -43,9 +43,14 @@ CUresult cuInit(unsigned int flags) {
                                                                       : ferry_cu_result(rc);
 }
 
+/* the servers' driver; with none reachable, the CUDA this library was built
+   for: there is a driver (this one), only no device, so that NVIDIA's
+   runtime says "no CUDA-capable device" rather than "driver insufficient" */
 CUresult cuDriverGetVersion(int *version) {
   if (!version) return CUDA_ERROR_INVALID_VALUE;
-  return FERRY_CU_RT(cudaDriverGetVersion(version));
+  CUresult rc = FERRY_CU_RT(cudaDriverGetVersion(version));
+  if (!rc && !*version) *version = CUDA_VERSION;
+  return rc;
 }
 
 CUcontext ferry_cu_primary(int vgpu) {

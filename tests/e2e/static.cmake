@@ -17,7 +17,7 @@ foreach(app ${FERRY_STATIC_APPS})
 endforeach()
 add_custom_target(ferry_static_apps ALL DEPENDS ${FERRY_STATIC_BINARIES})
 
-set(FERRY_STATIC_CASES vecadd api_tour arrays migrate migrate_helper multi_gpu reset)
+set(FERRY_STATIC_CASES vecadd api_tour arrays migrate migrate_helper multi_gpu reset no_server)
 foreach(case ${FERRY_STATIC_CASES})
   add_test(NAME e2e_static_${case}
            COMMAND sh ${CMAKE_SOURCE_DIR}/tests/e2e/static.sh ${CMAKE_BINARY_DIR} ${case})

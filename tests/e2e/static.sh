@@ -82,6 +82,15 @@ multi_gpu)
   n=$(grep -c "now runs on local GPU" "$work/moved.err")
   [ "$n" = 2 ] || fail "moved: $n migrations, expected 2"
   ;;
+no_server)
+  # nothing listens there: one line, and NVIDIA's runtime reports no device
+  export FERRY_DEVICES="tcp://127.0.0.1:1/0"
+  rc=$(run none vecadd_static 1000 2)
+  [ "$rc" != 0 ] || fail "vecadd_static succeeded without a server"
+  [ "$rc" != 124 ] || fail "vecadd_static hung"
+  expect_in none.err "cannot reach tcp://127.0.0.1:1"
+  expect_in none.err "no CUDA-capable device is detected"
+  ;;
 reset)
   # api_tour resets its device (cudaDeviceReset): the static runtime's
   # context-local state and loaded libraries must start again
