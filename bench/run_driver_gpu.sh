@@ -55,6 +55,7 @@ cd "$out" || exit 2
 # driver-API programs
 for m in native ferry "ferry:0:0:launch=20" "helper:0:0:launch=20"; do
   t=${m%%:*}
+  case $m in *launch=*) t="$t@${m##*=}" ;; esac
   run "drv_tour.$t" "$m" "$apps/drv_tour" $kernels 24
   run "drv_tour_static.$t" "$m" "$apps/drv_tour_static" $kernels 24
   run "drv_mixed.$t" "$m" "$apps/drv_mixed" "$k.fatbin" 24
@@ -71,11 +72,13 @@ for m in native ferry; do
 done
 run migrate_iter.shared.ferry ferry "$apps/migrate_iter"
 for m in native ferry "ferry:0:0:launch=50" "ferry:0:0:launch=150" "helper:0:0:launch=100"; do
-  run "migrate_iter_static.${m%%:*}.${m##*=}" "$m" "$apps/migrate_iter_static"
+  t=${m%%:*}
+  case $m in *launch=*) t="$t@${m##*=}" ;; esac
+  run "migrate_iter_static.$t" "$m" "$apps/migrate_iter_static"
 done
 DEVICES=$url,$url run multi_gpu_static.ferry2 ferry "$apps/multi_gpu_static" 12
 DEVICES=$url,$url run multi_gpu.shared.ferry2 ferry "$apps/multi_gpu" 12
-DEVICES=$url,$url run multi_gpu_static.moved "ferry:0:0:launch=5,1:0:launch=9" "$apps/multi_gpu_static" 12
+DEVICES=$url,$url run multi_gpu_static.ferry2@5,9 "ferry:0:0:launch=5,1:0:launch=9" "$apps/multi_gpu_static" 12
 
 # which driver calls NVIDIA's runtime resolves that ferry does not serve
 FERRY_DEBUG=1 FERRY_DEVICES=$url timeout 60 "$bin/ferry" run -- "$apps/api_tour_static" \
