@@ -20,7 +20,7 @@ echo "scripts/demo.sh: ok"
 
 cmake -S . -B build-asan -DFERRY_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DFERRY_WERROR=ON >/dev/null
 cmake --build build-asan -j "$jobs"
-ctest --test-dir build-asan --output-on-failure -j "$jobs"
+ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE slurm # Slurm runs once, above
 # the second compiler, with the fuzz harnesses (their corpora replayed by
 # ctest), then a short run of each harness: any finding fails CI
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_WERROR=ON -DFERRY_FUZZ=ON >/dev/null
