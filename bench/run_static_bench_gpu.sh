@@ -4,11 +4,14 @@
 # driver front end) against native, against the raw TCP transport, and
 # against the -cudart shared build through ferry (the runtime front end).
 # bench/static_report.py OUTDIR writes the tables.
-# usage: bench/run_static_bench_gpu.sh BUILD OUTDIR
+# usage: bench/run_static_bench_gpu.sh BUILD OUTDIR [LUPINE_DIR]
 #   BUILD: bin/ (ferry, ferry-server, ferry-bench-tcp), lib/, bench/ (bench_calls, bench_calls_static)
+#   LUPINE_DIR: a Lupine build with its run.sh (bench/lupine.md): the same
+#   static-runtime program through the peer, in the same run
 set -u
 build=$(cd "$1" && pwd) || exit 2
 out=$2
+lupine=${3:+$(cd "$3" && pwd)}
 mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -26,6 +29,7 @@ st=$build/bench/bench_calls_static sh=$build/bench/bench_calls
 timeout 200 "$st" all >"$out/bench_native_static.txt" 2>&1
 timeout 300 "$ferry" run -- "$st" all >"$out/bench_ferry_static.txt" 2>&1
 timeout 300 "$ferry" run -- "$sh" all >"$out/bench_ferry_shared.txt" 2>&1
+[ -z "$lupine" ] || timeout 400 "$lupine/run.sh" "$st" all >"$out/bench_lupine_static.txt" 2>&1
 # latencies and launch rates are the noisiest: seven rounds, the builds
 # alternating and taking turns at going first (report.py takes medians)
 for round in 1 2 3 4 5 6 7; do
@@ -38,6 +42,7 @@ for round in 1 2 3 4 5 6 7; do
       timeout 60 "$ferry" run -- "$st" $what >>"$out/bench_ferry_static.txt" 2>&1
     fi
     timeout 60 "$st" $what >>"$out/bench_native_static.txt" 2>&1
+    [ -z "$lupine" ] || timeout 120 "$lupine/run.sh" "$st" $what >>"$out/bench_lupine_static.txt" 2>&1
   done
   timeout 60 "$tcp" pingpong 4 20000 >>"$out/bench_tcp.txt" 2>&1
 done

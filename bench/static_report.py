@@ -33,6 +33,21 @@ def main(d):
     out.append(f"| {key} (/s) | {nat[key]:.0f} | {fst[key]:.0f} | {fsh[key]:.0f} | "
                f"{fst[key] / nat[key]:.2f}x native | {fst[key] / fsh[key]:.2f}x | >= 0.9x native, "
                ">= 1/1.1 shared |")
+    try:
+        lup = load(f"{d}/bench_lupine_static.txt")
+    except OSError:
+        lup = {}
+    if lup:
+        out.append("\n## Against Lupine (the same static-runtime program, same run)\n")
+        out.append("| metric | ferry | Lupine | ferry / Lupine |")
+        out.append("|---|---|---|---|")
+        for key in ("stream_query_latency", "d2h_4B_latency", "launch_sync_latency", "empty_launch_rate"):
+            if key in lup:
+                out.append(f"| {key} | {fst[key]:.2f} | {lup[key]:.2f} | {fst[key] / lup[key]:.2f}x |")
+        for key in ("h2d_pinned_1048576", "h2d_pinned_268435456", "d2h_pinned_1048576", "d2h_pinned_268435456",
+                    "h2d_pageable_268435456", "d2h_pageable_268435456"):
+            if key in lup and key in fst:
+                out.append(f"| {key} (GB/s) | {fst[key]:.2f} | {lup[key]:.2f} | {fst[key] / lup[key]:.2f}x |")
     out.append("\n## Copy bandwidth (GB/s)\n")
     out.append("| copy | native (static) | ferry, static build | ferry, shared build | raw TCP stream | "
                "static / TCP | static / shared |")
