@@ -20,7 +20,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "json_lite.h"
+#include <jansson.h>
+
 #include "protocol/wire.h"
 
 #define SHIM_NAME "libcudart.so.13"
@@ -443,19 +444,18 @@ static int parse_target(const char *verb, int argc, char **argv, struct target *
 
 static double clamp(double v, double lo, double hi) {
   if (isnan(v)) return lo;
-  return v < lo ? lo : v > hi ? hi : v;
+  return v < lo ? lo : v > hi ? hi : v + 0.0; /* + 0.0: no "-0" printed */
 }
 
-/* member `key` of obj, clamped to [lo, hi]; lo when it is missing */
-static double num_in(const char *obj, const char *key, double lo, double hi) {
-  double v = lo;
-  if (jl_num(jl_get(obj, key), &v)) v = lo;
-  return clamp(v, lo, hi);
+/* member `key` of obj, clamped to [lo, hi]; lo when it is missing or not a number */
+static double num_in(const json_t *obj, const char *key, double lo, double hi) {
+  const json_t *v = json_object_get(obj, key);
+  return clamp(json_is_number(v) ? json_number_value(v) : lo, lo, hi);
 }
 
-static double amount(const char *obj, const char *key) { return num_in(obj, key, 0, COUNT_MAX); }
-static double millis(const char *obj, const char *key) { return num_in(obj, key, 0, MS_MAX); }
-static double ident(const char *obj, const char *key) { return num_in(obj, key, 0, INT_MAX); }
+static double amount(const json_t *obj, const char *key) { return num_in(obj, key, 0, COUNT_MAX); }
+static double millis(const json_t *obj, const char *key) { return num_in(obj, key, 0, MS_MAX); }
+static double ident(const json_t *obj, const char *key) { return num_in(obj, key, 0, INT_MAX); }
 
 /* "1.2/4.0 GiB": both in the unit of the total; done < 0: the total alone */
 static void format_bytes(char *out, size_t n, double done, double total) {
@@ -469,25 +469,47 @@ static void format_bytes(char *out, size_t n, double done, double total) {
                 total / scale, units[u]);
 }
 
-static void str(const char *obj, const char *key, char *out, size_t n) {
-  if (jl_str(jl_get(obj, key), out, n)) snprintf(out, n, "-");
+/* member `key` of obj as a string, cut to n bytes; "-" when it is not one */
+static void str(const json_t *obj, const char *key, char *out, size_t n) {
+  const char *v = json_string_value(json_object_get(obj, key));
+  snprintf(out, n, "%s", v ? v : "-");
 }
 
-/* the `ok {json}` status of the program behind fd; NULL after saying why */
-static const char *get_status(const char *verb, int fd, char *reply, size_t n) {
-  if (ctl_ask(fd, "status", reply, n, STATUS_TIMEOUT_MS)) {
-    fprintf(stderr, "ferry %s: %s\n", verb, reply);
+/* how the CLI prints JSON: one line, the program's order, times to the microsecond */
+#define DUMP_FLAGS (JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))
+
+/* The status object of an `ok {json}` reply; NULL with why. Jansson refuses
+   what is not JSON (NaN, 1e999, bad UTF-8, trailing bytes) and duplicate
+   keys, which readers would take differently. */
+static json_t *parse_status(const char *reply, char *why, size_t n) {
+  if (strncmp(reply, "ok {", 4)) {
+    snprintf(why, n, "the program answered: %s", reply);
     return NULL;
   }
-  if (strncmp(reply, "ok {", 4) || !jl_skip(reply + 3)) {
-    fprintf(stderr, "ferry %s: the program answered: %s\n", verb, reply);
-    return NULL;
-  }
-  return reply + 3;
+  json_error_t err;
+  json_t *st = json_loads(reply + 3, JSON_REJECT_DUPLICATES, &err);
+  if (!st) snprintf(why, n, "the program's status is not valid JSON (%s at byte %d)", err.text,
+                    err.position);
+  return st;
+}
+
+/* asks the program behind fd for its status; NULL with why */
+static json_t *ask_status(int fd, char *reply, size_t n, char *why, size_t whyn) {
+  if (!ctl_ask(fd, "status", reply, n, STATUS_TIMEOUT_MS)) return parse_status(reply, why, whyn);
+  snprintf(why, whyn, "%s", reply);
+  return NULL;
+}
+
+/* the status of the program behind fd; NULL after saying why */
+static json_t *get_status(const char *verb, int fd, char *reply, size_t n) {
+  char why[300];
+  json_t *st = ask_status(fd, reply, n, why, sizeof why);
+  if (!st) fprintf(stderr, "ferry %s: %s\n", verb, why);
+  return st;
 }
 
 /* "memsync 1.2/4.0 GiB (30%)", or "" when no copy is under way */
-static int memsync_progress(const char *mig, char *out, size_t n) {
+static int memsync_progress(const json_t *mig, char *out, size_t n) {
   char phase[32], state[32], b[64];
   str(mig, "state", state, sizeof state);
   str(mig, "phase", phase, sizeof phase);
@@ -500,20 +522,21 @@ static int memsync_progress(const char *mig, char *out, size_t n) {
   return pct;
 }
 
-static void print_migration(const char *mig) {
+static void print_migration(const json_t *mig) {
   char state[32], phase[32], error[300], times[512], progress[96];
   str(mig, "state", state, sizeof state);
   str(mig, "phase", phase, sizeof phase);
   str(mig, "error", error, sizeof error);
   size_t len = 0;
-  const char *ms = jl_get(mig, "phase_ms"), *v;
-  char name[32];
+  const json_t *ms = json_object_get(mig, "phase_ms"), *v;
+  const char *name;
+  int i = 0;
   times[0] = '\0';
-  for (int i = 0; (v = jl_member(ms, i, name, sizeof name)) && len < sizeof times; i++) {
-    double t = 0;
-    if (jl_num(v, &t)) t = 0;
-    len += (size_t)snprintf(times + len, sizeof times - len, "%s%s %.1f", i ? ", " : "", name,
-                            clamp(t, 0, MS_MAX));
+  json_object_foreach((json_t *)ms, name, v) {
+    if (len >= sizeof times) break;
+    double t = json_is_number(v) ? json_number_value(v) : 0;
+    len += (size_t)snprintf(times + len, sizeof times - len, "%s%.31s %.1f", i++ ? ", " : "",
+                            name, clamp(t, 0, MS_MAX));
   }
   if (!strcmp(state, "running")) {
     if (memsync_progress(mig, progress, sizeof progress) < 0)
@@ -538,11 +561,11 @@ static void print_migration(const char *mig) {
   }
 }
 
-static void print_status(const char *st, const char *path) {
+static void print_status(const json_t *st, const char *path) {
   printf("pid %.0f  socket %s\n", ident(st, "pid"), path);
-  const char *vgpus = jl_get(st, "vgpus"), *v;
-  int i = 0;
-  for (; (v = jl_at(vgpus, i)); i++) {
+  const json_t *vgpus = json_object_get(st, "vgpus"), *v;
+  size_t i = 0;
+  for (; (v = json_array_get(vgpus, i)); i++) {
     char backend[32], where[400], bytes[64];
     str(v, "backend", backend, sizeof backend);
     str(v, "where", where, sizeof where);
@@ -550,7 +573,7 @@ static void print_status(const char *st, const char *path) {
     printf("vGPU %.0f  %s  %s\n", ident(v, "index"), backend, where);
     printf("  records %.0f, live regions %.0f (%s), launches %.0f\n", amount(v, "records"),
            amount(v, "regions"), bytes, amount(v, "launches"));
-    print_migration(jl_get(v, "migration"));
+    print_migration(json_object_get(v, "migration"));
   }
   if (!i) printf("no vGPU yet (the program has made no CUDA call that needs one)\n");
 }
@@ -563,11 +586,12 @@ static int cmd_status(int argc, char **argv) {
   if (rc) return rc;
   int fd = open_target("status", &t);
   if (fd < 0) return 1;
-  const char *st = get_status("status", fd, reply_buf, sizeof reply_buf);
+  json_t *st = get_status("status", fd, reply_buf, sizeof reply_buf);
   close(fd);
   if (!st) return 1;
-  if (json) printf("%s\n", st);
+  if (json) json_dumpf(st, stdout, DUMP_FLAGS), putchar('\n');
   else print_status(st, t.path);
+  json_decref(st);
   return 0;
 }
 
@@ -583,14 +607,29 @@ static long socket_pid(const char *name) {
   return parse_pid(digits, &pid) ? -1 : pid;
 }
 
-static void print_json_string(const char *s) {
-  putchar('"');
-  for (; *s; s++) {
-    if (*s == '"' || *s == '\\') printf("\\%c", *s);
-    else if ((unsigned char)*s < 0x20) printf("\\u%04x", (unsigned char)*s);
-    else putchar(*s);
+/* ls --json's entry: the status object with its socket in front; a
+   "socket" the program sent itself is not believed */
+static json_t *with_socket(json_t *st, const char *path) {
+  json_t *e = json_object();
+  if (!e || json_object_set_new(e, "socket", json_string(path)) ||
+      json_object_update_missing(e, st)) {
+    json_decref(e);
+    return NULL;
   }
-  putchar('"');
+  return e;
+}
+
+/* ls's table rows of one program */
+static void print_rows(const json_t *st, long pid, const char *path) {
+  const json_t *v;
+  size_t i = 0;
+  for (; (v = json_array_get(json_object_get(st, "vgpus"), i)); i++) {
+    char backend[32], where[400];
+    str(v, "backend", backend, sizeof backend);
+    str(v, "where", where, sizeof where);
+    printf("%-8ld %-5.0f %-8s %-40s %s\n", pid, ident(v, "index"), backend, where, path);
+  }
+  if (!i) printf("%-8ld %-5s %-8s %-40s %s\n", pid, "-", "-", "(no vGPU yet)", path);
 }
 
 static int by_pid(const void *a, const void *b) {
@@ -623,13 +662,14 @@ static int cmd_ls(int argc, char **argv) {
   closedir(d);
   qsort(pids, count, sizeof pids[0], by_pid);
   int shown = 0;
-  if (json) printf("[");
-  else printf("%-8s %-5s %-8s %-40s %s\n", "PID", "vGPU", "BACKEND", "WHERE", "SOCKET");
+  json_t *all = json ? json_array() : NULL;
+  if (json && !all) return 1;
+  if (!json) printf("%-8s %-5s %-8s %-40s %s\n", "PID", "vGPU", "BACKEND", "WHERE", "SOCKET");
   for (size_t k = 0; k < count; k++) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/ferry-%ld.sock", dir, pids[k]);
     enum ctl_refusal refusal;
-    char why[200];
+    char why[300];
     int fd = ctl_open(path, pids[k], &refusal, why, sizeof why);
     if (fd < 0) {
       /* a program that died without removing its socket, or another user's
@@ -637,42 +677,30 @@ static int cmd_ls(int argc, char **argv) {
       if (refusal == CTL_REFUSED) fprintf(stderr, "ferry ls: refusing %s: %s\n", path, why);
       continue;
     }
-    int ok = !ctl_ask(fd, "status", reply_buf, sizeof reply_buf, STATUS_TIMEOUT_MS) &&
-             !strncmp(reply_buf, "ok {", 4) && jl_skip(reply_buf + 3);
+    json_t *st = ask_status(fd, reply_buf, sizeof reply_buf, why, sizeof why);
     close(fd);
-    if (!ok) {
-      fprintf(stderr, "ferry ls: %s: %s\n", path, reply_buf);
+    if (!st) {
+      fprintf(stderr, "ferry ls: %s: %s\n", path, why);
       continue;
     }
-    const char *st = reply_buf + 3, *v;
-    if (json) {
-      /* the status object as received, with its socket added in front */
-      const char *rest = st + 1;
-      while (*rest == ' ') rest++;
-      printf("%s{\"socket\":", shown ? "," : "");
-      print_json_string(path);
-      printf("%s%s", *rest == '}' ? "" : ",", rest);
-    }
-    int i = 0;
-    for (; !json && (v = jl_at(jl_get(st, "vgpus"), i)); i++) {
-      char backend[32], where[400];
-      str(v, "backend", backend, sizeof backend);
-      str(v, "where", where, sizeof where);
-      printf("%-8ld %-5.0f %-8s %-40s %s\n", pids[k], ident(v, "index"), backend, where, path);
-    }
-    if (!json && !i) printf("%-8ld %-5s %-8s %-40s %s\n", pids[k], "-", "-", "(no vGPU yet)", path);
+    if (json) json_array_append_new(all, with_socket(st, path));
+    else print_rows(st, pids[k], path);
+    json_decref(st);
     shown++;
   }
-  if (json) printf("]\n");
-  else if (!shown) fprintf(stderr, "ferry ls: no running ferry program has a socket in %s\n", dir);
+  if (json) {
+    json_dumpf(all, stdout, DUMP_FLAGS);
+    putchar('\n');
+    json_decref(all);
+  } else if (!shown) fprintf(stderr, "ferry ls: no running ferry program has a socket in %s\n", dir);
   return 0;
 }
 
 /* the migration of vGPU `vgpu`, from the program's status */
-static const char *find_migration(const char *st, long vgpu) {
-  const char *v;
-  for (int i = 0; (v = jl_at(jl_get(st, "vgpus"), i)); i++)
-    if (ident(v, "index") == (double)vgpu) return jl_get(v, "migration");
+static const json_t *find_migration(const json_t *st, long vgpu) {
+  const json_t *v;
+  for (size_t i = 0; (v = json_array_get(json_object_get(st, "vgpus"), i)); i++)
+    if (ident(v, "index") == (double)vgpu) return json_object_get(v, "migration");
   return NULL;
 }
 
@@ -712,13 +740,17 @@ static int cmd_migrate(int argc, char **argv) {
     char why[200];
     if (pfd < 0) pfd = ctl_open(t.path, t.expect, &refusal, why, sizeof why);
     char line[128];
-    const char *mig;
-    if (pfd < 0 || ctl_ask(pfd, "status", poll_buf, sizeof poll_buf, STATUS_TIMEOUT_MS) ||
-        strncmp(poll_buf, "ok {", 4) || !(mig = find_migration(poll_buf + 3, idx[0]))) {
+    json_t *st = NULL;
+    const json_t *mig = NULL;
+    if (pfd >= 0 && !ctl_ask(pfd, "status", poll_buf, sizeof poll_buf, STATUS_TIMEOUT_MS))
+      st = parse_status(poll_buf, line, sizeof line);
+    if (!(mig = find_migration(st, idx[0]))) {
+      json_decref(st);
       polling = 0; /* progress is a nicety: the migration goes on without it */
       continue;
     }
     int pct = memsync_progress(mig, line, sizeof line);
+    json_decref(st);
     if (pct < 0) continue;
     if (tty) fprintf(stderr, "\rferry: vgpu %ld %s\033[K", idx[0], line);
     else if (pct != shown) fprintf(stderr, "ferry: vgpu %ld %s\n", idx[0], line);

@@ -66,7 +66,9 @@ void *ferry_handle_get(struct ferry_handles *h, uint64_t value) {
   return obj;
 }
 
-void *ferry_handle_remove(struct ferry_handles *h, uint64_t value) {
+/* the handle stops resolving; its slot (and wire id) is reused only when
+   recycle is set, or after ferry_handle_release */
+static void *take(struct ferry_handles *h, uint64_t value, int recycle) {
   pthread_mutex_lock(&h->lock);
   struct ferry_handle_slot *s = lookup(h, value);
   void *obj = NULL;
@@ -75,12 +77,27 @@ void *ferry_handle_remove(struct ferry_handles *h, uint64_t value) {
     s->obj = NULL;
     s->gen++;
     if ((s->gen & 0xffffffu) == 0) s->gen = 1;
-    uint32_t index = (uint32_t)(s - h->slots);
-    s->next_free = h->free_head;
-    h->free_head = index + 1;
+    if (recycle) {
+      uint32_t index = (uint32_t)(s - h->slots);
+      s->next_free = h->free_head;
+      h->free_head = index + 1;
+    }
   }
   pthread_mutex_unlock(&h->lock);
   return obj;
+}
+
+void *ferry_handle_remove(struct ferry_handles *h, uint64_t value) { return take(h, value, 1); }
+void *ferry_handle_take(struct ferry_handles *h, uint64_t value) { return take(h, value, 0); }
+
+void ferry_handle_release(struct ferry_handles *h, uint64_t value) {
+  uint32_t index = (uint32_t)(value & 0xffffffu);
+  pthread_mutex_lock(&h->lock);
+  if (index < h->n && !h->slots[index].obj) {
+    h->slots[index].next_free = h->free_head;
+    h->free_head = index + 1;
+  }
+  pthread_mutex_unlock(&h->lock);
 }
 
 unsigned ferry_handles_remove_if(struct ferry_handles *h, int (*pred)(void *obj, void *ctx),

@@ -34,6 +34,12 @@ uint64_t ferry_handle_add(struct ferry_handles *h, void *obj);
 /* NULL when the value is not a live handle of this table */
 void *ferry_handle_get(struct ferry_handles *h, uint64_t value);
 void *ferry_handle_remove(struct ferry_handles *h, uint64_t value);
+/* as remove, but the handle's wire id is not given to a new handle until
+   ferry_handle_release: a destroy that still has to reach the server must
+   not race with a create that would reuse its id (the replay log would
+   drop the new object with the old) */
+void *ferry_handle_take(struct ferry_handles *h, uint64_t value);
+void ferry_handle_release(struct ferry_handles *h, uint64_t value);
 /* the wire id of a live handle: index + FERRY_HANDLE_FIRST_ID */
 static inline uint32_t ferry_handle_id(uint64_t value) {
   return (uint32_t)(value & 0xffffffu) + FERRY_HANDLE_FIRST_ID;

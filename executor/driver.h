@@ -88,6 +88,8 @@
   X(OccupancyMaxActiveBlocksPerMultiprocessorWithFlags,                                       \
     "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",                                   \
     (int *blocks, CUfunction fn, int block_size, size_t dynamic_smem, unsigned int flags))    \
+  X(OccupancyAvailableDynamicSMemPerBlock, "cuOccupancyAvailableDynamicSMemPerBlock",             \
+    (size_t * bytes, CUfunction fn, int num_blocks, int block_size))                          \
   X(StreamCreateWithPriority, "cuStreamCreateWithPriority",                                   \
     (CUstream * stream, unsigned int flags, int priority))                                    \
   X(StreamDestroy, "cuStreamDestroy_v2", (CUstream stream))                                   \

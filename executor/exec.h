@@ -73,6 +73,9 @@ void ferry_exec_allow_host(struct ferry_exec *ex, uint64_t base, uint64_t size);
    the first time in a session it is logged. */
 void ferry_exec_set_limits(struct ferry_exec *ex, uint64_t max_deferred, uint64_t max_mem);
 
+/* device memory mapped with mem_map now, in bytes (ferry-server --metrics) */
+uint64_t ferry_exec_mapped(const struct ferry_exec *ex);
+
 /* frees every mapping, module, stream and event the session held */
 void ferry_exec_close(struct ferry_exec *ex);
 

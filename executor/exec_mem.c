@@ -19,6 +19,8 @@ void ferry_exec_set_limits(struct ferry_exec *ex, uint64_t max_deferred, uint64_
   ex->max_mem = max_mem;
 }
 
+uint64_t ferry_exec_mapped(const struct ferry_exec *ex) { return ex->mapped; }
+
 /* "256 MiB" for log lines */
 static const char *bytes_str(uint64_t n, char *out, size_t len) {
   static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};

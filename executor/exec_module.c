@@ -495,6 +495,18 @@ int ferry_x_func_set_cache_config(struct ferry_exec *ex,
   return err ? err : CU(ex->d->FuncSetCacheConfig(f->fn, (CUfunc_cache)a->config));
 }
 
+int ferry_x_occupancy_smem(struct ferry_exec *ex, const struct ferry_occupancy_smem_args *a,
+                           struct ferry_occupancy_smem_rets *r, struct ferry_io *io) {
+  (void)io;
+  struct exec_func *f;
+  size_t bytes = 0;
+  int err = exec_func(ex, a->func, &f);
+  if (!err)
+    err = CU(ex->d->OccupancyAvailableDynamicSMemPerBlock(&bytes, f->fn, a->num_blocks, a->block_size));
+  r->bytes = bytes;
+  return err;
+}
+
 int ferry_x_occupancy(struct ferry_exec *ex, const struct ferry_occupancy_args *a,
                       struct ferry_occupancy_rets *r, struct ferry_io *io) {
   (void)io;

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "metrics.h"
 #include "transport/backends.h" /* ferry_tcp_fd: the socket to read a hello from */
 
 #define MAX_LISTENERS 16
@@ -77,6 +78,8 @@ static void usage(FILE *f) {
           "                     suffixes; default 0: no quota)\n"
           "  --max-deferred BYTES  pinned memory one session may hold for asynchronous\n"
           "                     device-to-host copies until it synchronizes (default 256M)\n"
+          "  --metrics ADDR     serve Prometheus metrics at http://ADDR/metrics\n"
+          "                     (HOST:PORT, like 127.0.0.1:9420; port 0 picks a free one)\n"
           "  --quiet            log only errors\n"
           "  for tests: --handshake-timeout-ms MS (default %d), --max-pending N (default %d)\n",
           DEFAULT_MAX_SESSIONS, DEFAULT_MAX_PER_PEER, DEFAULT_HANDSHAKE_MS, DEFAULT_MAX_PENDING);
@@ -137,6 +140,10 @@ enum { R_SESSIONS, R_PEER, R_PENDING, R_TIMEOUT, R_HELLO, R_PROTOCOL, R_GONE, R_
 static const char *const refusal_kind[R_COUNT] = {
     "--max-sessions", "--max-per-peer", "handshakes pending", "handshake timeout",
     "hello refused", "malformed handshake", "closed before hello"};
+/* the same, as ferry_sessions_refused_total's reason label */
+static const char *const refusal_label[R_COUNT] = {
+    "max_sessions", "max_per_peer", "pending", "handshake_timeout",
+    "hello_refused", "protocol", "closed_before_hello"};
 
 /* a bucket per kind: a burst of RL_BURST lines, then one a second; what is
    left out is counted and said later */
@@ -151,6 +158,7 @@ static struct {
 
 static void log_refusal(int kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void log_refusal(int kind, const char *fmt, ...) {
+  metrics_refused(kind);
   long now = now_ms();
   if (!rl[kind].used) {
     rl[kind].used = 1;
@@ -349,6 +357,7 @@ struct child {
   pid_t pid;
   char peer[160];
   char ip[160];
+  struct session_stats *stats; /* its --metrics slot, or NULL */
 };
 static struct child *children;
 static size_t nchildren, children_cap;
@@ -407,6 +416,7 @@ static void reap(const struct server_opts *o, pid_t want, int *want_done, int *w
         describe_status(st, why, sizeof why);
         ferry_log("session from %s (pid %d) finished: %s", children[i].peer, (int)pid, why);
       }
+      metrics_release(children[i].stats);
       children[i] = children[--nchildren];
       break;
     }
@@ -537,13 +547,16 @@ static pid_t fork_session(struct ferry_conn *c, const char *ip, const struct ser
   }
   fflush(NULL);
   pid_t parent = getpid();
+  struct session_stats *stats = metrics_take(c->peer);
   pid_t pid = fork();
   if (pid < 0) {
     ferry_log("fork for %s: %s", c->peer, strerror(errno));
+    metrics_release(stats);
     return -1;
   }
   if (pid == 0) {
     reset_signals_in_child();
+    metrics_close_in_child();
     prctl(PR_SET_PDEATHSIG, SIGTERM); /* a session never outlives its server */
     if (getppid() != parent) _exit(SESSION_SETUP); /* it died before prctl */
     close_listeners();
@@ -555,10 +568,14 @@ static pid_t fork_session(struct ferry_conn *c, const char *ip, const struct ser
     static char prefix[48];
     snprintf(prefix, sizeof prefix, "ferry-server[%d]", (int)getpid());
     ferry_log_set_prefix(prefix);
-    _exit(session_run_hello(c, o, hello));
+    struct server_opts mine = *o;
+    mine.stats = stats;
+    _exit(session_run_hello(c, &mine, hello));
   }
+  metrics_started(stats, pid);
   struct child *ch = &children[nchildren++];
   ch->pid = pid;
+  ch->stats = stats;
   snprintf(ch->peer, sizeof ch->peer, "%s", c->peer);
   snprintf(ch->ip, sizeof ch->ip, "%s", ip);
   c->ops->detach(c);
@@ -613,10 +630,10 @@ int main(int argc, char **argv) {
   struct server_opts o = {.backend = "cuda", .max_deferred = DEFAULT_MAX_DEFERRED};
   struct limits lim = {DEFAULT_MAX_SESSIONS, DEFAULT_MAX_PER_PEER, DEFAULT_MAX_PENDING,
                        DEFAULT_HANDSHAKE_MS};
-  const char *listen_urls[MAX_LISTENERS];
+  const char *listen_urls[MAX_LISTENERS], *metrics_addr = NULL;
   int once = 0, probe_only = 0;
   enum { O_MAX_SESSIONS = 256, O_MAX_PER_PEER, O_MAX_SESSION_MEM, O_MAX_DEFERRED,
-         O_HANDSHAKE_MS, O_MAX_PENDING };
+         O_HANDSHAKE_MS, O_MAX_PENDING, O_METRICS };
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, 'l'},  {"gpus", required_argument, NULL, 'g'},
       {"backend", required_argument, NULL, 'b'}, {"sim-kernels", required_argument, NULL, 'k'},
@@ -629,6 +646,7 @@ int main(int argc, char **argv) {
       {"max-deferred", required_argument, NULL, O_MAX_DEFERRED},
       {"handshake-timeout-ms", required_argument, NULL, O_HANDSHAKE_MS},
       {"max-pending", required_argument, NULL, O_MAX_PENDING},
+      {"metrics", required_argument, NULL, O_METRICS},
       {NULL, 0, NULL, 0}};
   int opt;
   while ((opt = getopt_long(argc, argv, "l:g:b:k:oqhpt:", longopts, NULL)) != -1) {
@@ -676,6 +694,7 @@ int main(int argc, char **argv) {
     case O_MAX_PENDING:
       if (parse_count("max-pending", optarg, 1, 65536, &lim.max_pending)) return 2;
       break;
+    case O_METRICS: metrics_addr = optarg; break;
     default: usage(stderr); return 2;
     }
   }
@@ -725,13 +744,18 @@ int main(int argc, char **argv) {
                 ls[i]->name);
   }
 
+  /* after the probe's fork: the slots are shared with sessions only */
+  if (metrics_addr && metrics_open(metrics_addr, lim.max_sessions, refusal_label, R_COUNT))
+    return 1;
+
   if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK)) {
     ferry_log("pipe: %s", strerror(errno));
     return 1;
   }
   install_signals();
   pend = calloc((size_t)lim.max_pending, sizeof *pend);
-  struct pollfd *pfd = calloc(1 + MAX_LISTENERS + (size_t)lim.max_pending + LINGER_MAX, sizeof *pfd);
+  struct pollfd *pfd = calloc(1 + MAX_LISTENERS + (size_t)lim.max_pending + LINGER_MAX +
+                                  METRICS_POLLFDS, sizeof *pfd);
   if (!pend || !pfd) {
     ferry_log("out of memory");
     return 1;
@@ -764,6 +788,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < npend; i++) pfd[n++] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
     int gbase = n;
     for (int i = 0; i < nlinger; i++) pfd[n++] = (struct pollfd){.fd = lingers[i].fd, .events = POLLIN};
+    int mbase = n, nm = metrics_pollfds(pfd + n, now, &wait);
+    n += nm;
     if (poll(pfd, (nfds_t)n, wait) < 0) {
       if (errno != EINTR) {
         ferry_log("poll: %s", strerror(errno));
@@ -781,6 +807,7 @@ int main(int argc, char **argv) {
     reap(&o, once_pid, &once_done, &once_st);
     if (stopping) continue;
     now = now_ms();
+    metrics_step(pfd + mbase, nm, now);
 
     /* lingering refusals, last first: removal moves the last into i */
     for (int i = nlinger - 1; i >= 0; i--) linger_step(i, pfd[gbase + i].revents != 0, now);
@@ -841,6 +868,8 @@ int main(int argc, char **argv) {
       }
       if (kind != R_GONE || !o.quiet)
         log_refusal(kind, "session from %s ended: %s%s", p->c->peer, what, why);
+      else
+        metrics_refused(kind); /* not logged, still counted */
       if (kind == R_GONE)
         p->c->ops->close(p->c);
       else

@@ -15,6 +15,16 @@
 
 #define FERRY_SERVER_MAX_GPUS 64
 
+/* What a session counts for ferry-server --metrics, in a page shared with
+   the parent: the session adds with relaxed atomics, the parent reads. */
+struct session_stats {
+  uint64_t bytes_in, bytes_out; /* of the connection: frames, bodies, bulk */
+  uint64_t calls, errors;       /* calls served after the hello; those that failed */
+  uint64_t mapped;              /* device memory the session has mapped now */
+  int32_t pid, used;            /* the parent's: the session process; a live session */
+  char client[64];              /* the parent's: the client's address */
+};
+
 struct server_opts {
   const char *backend;     /* "cuda" or "sim" */
   const char *sim_kernels; /* twins .so for the sim backend, may be NULL */
@@ -34,6 +44,7 @@ struct server_opts {
      RDMA, which the parent cannot set up) ends unless the hello is complete
      within this many ms; 0: no limit */
   int handshake_ms;
+  struct session_stats *stats; /* --metrics: this session's slot; NULL for none */
 };
 
 /* a hello the server's parent read and checked before it forked */

@@ -95,6 +95,20 @@ static void conn_failed(struct session *s) {
 
 /* ---- sending ---- */
 
+/* --metrics: counts into this session's shared slot, which the parent
+   reads; relaxed, as each count stands alone */
+#define STAT_ADD(s, field, n)                                                      \
+  do {                                                                             \
+    if ((s)->opts->stats)                                                          \
+      __atomic_fetch_add(&(s)->opts->stats->field, (uint64_t)(n), __ATOMIC_RELAXED); \
+  } while (0)
+
+static uint64_t iov_bytes(const struct iovec *iov, int n) {
+  uint64_t sum = 0;
+  for (int i = 0; i < n; i++) sum += iov[i].iov_len;
+  return sum;
+}
+
 static uint64_t mono_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -107,6 +121,7 @@ static int sendv(struct session *s, const struct iovec *iov, int n, int reply) {
   if (reply) s->reply_started = 1;
   int rc = ferry_sendv(s->c, iov, n);
   s->last_send_ms = mono_ms();
+  if (!rc) STAT_ADD(s, bytes_out, iov_bytes(iov, n));
   pthread_mutex_unlock(&s->send_mu);
   return rc;
 }
@@ -129,6 +144,7 @@ static void *keepalive_main(void *arg) {
       continue;
     if (ferry_sendv(s->c, &iov, 1)) break; /* the call's own send will say why */
     s->last_send_ms = mono_ms();
+    STAT_ADD(s, bytes_out, sizeof h);
   }
   pthread_mutex_unlock(&s->send_mu);
   return NULL;
@@ -291,6 +307,7 @@ static int bulk_in_read(void *ctx, void *dst, size_t n) {
     conn_failed(s);
     return -1;
   }
+  STAT_ADD(s, bytes_in, n);
   s->in_left -= n;
   return 0;
 }
@@ -356,6 +373,7 @@ static int discard_bulk(struct session *s) {
       conn_failed(s);
       return -1;
     }
+    STAT_ADD(s, bytes_in, k);
     s->in_left -= k;
   }
   return 0;
@@ -402,6 +420,7 @@ static int read_header(struct session *s, struct ferry_frame *h) {
     conn_failed(s);
     return -1;
   }
+  STAT_ADD(s, bytes_in, sizeof *h);
   return session_check_header(h, s->reason, sizeof s->reason) ? -2 : 0;
 }
 
@@ -425,6 +444,7 @@ static int read_body(struct session *s, const struct ferry_frame *h, const char 
     conn_failed(s);
     return -1;
   }
+  STAT_ADD(s, bytes_in, h->body_len);
   if (ferry_decode_args(&s->dec, h->kind, s->body, h->body_len, s->args)) {
     set_reason(s, "malformed frame: %s", s->dec.error);
     return -2;
@@ -504,6 +524,7 @@ static int open_session(struct session *s, const struct session_hello *pre) {
   if (timed) arm_handshake(s->c, s->opts->handshake_ms);
   if (pre) { /* checked by the parent already; checked again, as it is cheap */
     h = pre->h;
+    STAT_ADD(s, bytes_in, sizeof h); /* its body is counted as it is copied */
     r = session_check_header(&h, s->reason, sizeof s->reason) ? -2 : 0;
   } else {
     r = read_header(s, &h);
@@ -590,6 +611,14 @@ static int open_session(struct session *s, const struct session_hello *pre) {
 
 /* ---- the call loop ---- */
 
+/* --metrics: one more call (and error), and the device memory it left mapped */
+static void count_call(struct session *s, int status) {
+  if (!s->opts->stats) return;
+  STAT_ADD(s, calls, 1);
+  if (status != cudaSuccess) STAT_ADD(s, errors, 1);
+  __atomic_store_n(&s->opts->stats->mapped, ferry_exec_mapped(s->ex), __ATOMIC_RELAXED);
+}
+
 static int serve_one(struct session *s, const struct ferry_frame *h) {
   unsigned flags = ferry_calls[h->kind].flags;
   s->call = h->kind;
@@ -609,6 +638,7 @@ static int serve_one(struct session *s, const struct ferry_frame *h) {
   pthread_mutex_unlock(&s->send_mu);
   int status = ferry_exec_call(s->ex, s->call, s->args, s->rets, &io);
   ferry_debug("%s -> %d", ferry_calls[s->call].name, status);
+  count_call(s, status);
   if (s->broken) return -1;
   const char *bad = ferry_exec_violation(s->ex);
   if (bad) {

@@ -153,10 +153,11 @@ cudaError_t cudaFreeArray(cudaArray_t array) {
   int rc = ferry_ensure_init();
   if (rc) return ferry_ret(rc);
   if (!array) return cudaSuccess;
-  struct ferry_array *a = ferry_handle_remove(arrays(), (uintptr_t)array);
+  struct ferry_array *a = ferry_handle_take(arrays(), (uintptr_t)array);
   if (!a) return ferry_ret(cudaErrorInvalidResourceHandle);
   struct ferry_array_destroy_args args = {a->id};
   rc = ferry_call(&ferry.vgpus[a->vgpu], FERRY_CALL_array_destroy, &args, NULL, NULL);
+  ferry_handle_release(arrays(), (uintptr_t)array); /* its id is free once the server forgot it */
   free(a);
   return ferry_ret(rc);
 }

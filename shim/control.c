@@ -10,7 +10,6 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +19,8 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "common/log.h"
 #include "migrate.h"
@@ -32,61 +33,52 @@
 
 /* ---- the protocol ---- */
 
-/* a reply being built; once it overflows it is discarded for an error */
-struct out {
-  char *p;
-  size_t len, cap;
-  int overflow;
-};
+/* Version of the status object's layout (docs/control.md): raised when a
+   field changes meaning or goes away; new fields alone do not raise it */
+#define STATUS_SCHEMA 1
+/* counts and bytes stop where JSON readers stop being exact (2^53) */
+#define JSON_COUNT_MAX 9007199254740992ull
 
-static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(struct out *o, const char *fmt, ...) {
-  if (o->overflow) return;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(o->p + o->len, o->cap - o->len, fmt, ap);
-  va_end(ap);
-  if (n < 0 || (size_t)n >= o->cap - o->len) {
-    o->overflow = 1;
-    return;
-  }
-  o->len += (size_t)n;
-}
-
-/* length of the valid UTF-8 sequence at s, or 0 */
+/* length of the valid UTF-8 sequence at s, or 0; as strict as Jansson's
+   check (no overlongs, surrogates or code points past U+10FFFF) */
 static int utf8_len(const unsigned char *s) {
-  int n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 && s[0] < 0xe0 ? 2 : 0;
-  for (int i = 1; i < n; i++)
-    if ((s[i] & 0xc0) != 0x80) return 0;
+  unsigned c = s[0], lo = 0x80, hi = 0xbf;
+  int n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+  if (c == 0xe0) lo = 0xa0;
+  else if (c == 0xed) hi = 0x9f;
+  else if (c == 0xf0) lo = 0x90;
+  else if (c == 0xf4) hi = 0x8f;
+  for (int i = 1; i < n; i++, lo = 0x80, hi = 0xbf)
+    if (s[i] < lo || s[i] > hi) return 0;
   return n;
 }
 
-/* a JSON string: quotes, backslashes and control bytes escaped; bytes that
-   are not UTF-8 become U+FFFD so the line stays valid JSON */
-static void put_json_string(struct out *o, const char *s) {
-  put(o, "\"");
-  for (const unsigned char *p = (const unsigned char *)s; *p;) {
-    if (*p == '"' || *p == '\\') {
-      put(o, "\\%c", *p++);
-    } else if (*p == '\n') {
-      put(o, "\\n"), p++;
-    } else if (*p == '\t') {
-      put(o, "\\t"), p++;
-    } else if (*p < 0x20 || *p == 0x7f) {
-      put(o, "\\u%04x", *p++);
-    } else if (*p < 0x80) {
-      put(o, "%c", *p++);
-    } else {
-      int n = utf8_len(p);
-      if (n) put(o, "%.*s", n, (const char *)p), p += n;
-      else put(o, "\\ufffd"), p++;
-    }
+/* a JSON string of s; bytes that are not UTF-8 become U+FFFD, as Jansson
+   takes UTF-8 only (escaping is Jansson's) */
+static json_t *jstr(const char *s) {
+  char buf[4 * 512]; /* where and error are shorter than 512 bytes */
+  size_t len = 0;
+  for (const unsigned char *p = (const unsigned char *)s; *p && len + 4 < sizeof buf;) {
+    int n = p[0] < 0x80 ? 1 : utf8_len(p);
+    if (n) memcpy(buf + len, p, (size_t)n), len += (size_t)n, p += n;
+    else memcpy(buf + len, "\xef\xbf\xbd", 3), len += 3, p++;
   }
-  put(o, "\"");
+  return json_stringn(buf, len);
 }
 
-/* a number JSON can carry (NaN and infinities cannot be written) */
-static double json_number(double x) { return isfinite(x) ? x : 0.0; }
+/* a count as JSON: an integer, at most 2^53 */
+static json_t *jcount(uint64_t v) { return json_integer((json_int_t)(v > JSON_COUNT_MAX ? JSON_COUNT_MAX : v)); }
+
+/* milliseconds as JSON, to the microsecond (rounded by hand: the shim does
+   not link libm); NaN and infinities cannot be written */
+static json_t *jms(double x) {
+  if (!isfinite(x)) x = 0.0;
+  if (x > -1e12 && x < 1e12) x = (double)(long long)(x * 1000 + (x < 0 ? -0.5 : 0.5)) / 1000;
+  return json_real(x);
+}
+
+/* o[key] = v, v's reference taken; a failed allocation shows as -1 */
+static int set(json_t *o, const char *key, json_t *v) { return json_object_set_new(o, key, v); }
 
 static const char *state_name(enum ferry_migration_state s) {
   switch (s) {
@@ -97,55 +89,84 @@ static const char *state_name(enum ferry_migration_state s) {
   }
 }
 
-static void put_vgpu(struct out *o, const struct ferry_vgpu_status *s) {
-  const char *backend = !s->local ? "remote" : s->helper_pid ? "helper" : "local";
-  put(o, "{\"index\":%d,\"backend\":\"%s\",\"local_gpu\":%d,\"helper_pid\":%d,\"where\":",
-      s->index, backend, s->local_gpu, s->helper_pid);
-  put_json_string(o, s->where);
-  put(o, ",\"records\":%llu,\"regions\":%llu,\"live_bytes\":%llu,\"launches\":%llu,"
-      "\"migration\":{\"state\":\"%s\",",
-      (unsigned long long)s->records, (unsigned long long)s->regions,
-      (unsigned long long)s->live_bytes, (unsigned long long)s->launches, state_name(s->state));
-  put(o, "\"phase\":");
-  if (s->state != FERRY_MIG_NONE && s->phase >= 0 && s->phase < FERRY_PHASE_COUNT)
-    put_json_string(o, ferry_phase_names[s->phase]);
-  else
-    put(o, "null");
-  put(o, ",\"bytes_done\":%llu,\"bytes_total\":%llu,\"phase_ms\":{",
-      (unsigned long long)s->bytes_done, (unsigned long long)s->bytes_total);
-  for (int i = 0; i < FERRY_PHASE_COUNT; i++) {
-    put(o, i ? "," : "");
-    put_json_string(o, ferry_phase_names[i]);
-    put(o, ":%.3f", json_number(s->phase_ms[i]));
-  }
-  put(o, "},\"total_ms\":%.3f,\"pause_ms\":%.3f,\"launch_at_start\":%llu,\"records_replayed\":%llu,"
-      "\"modules_replayed\":%llu,\"replay_module_ms\":%.3f,\"replay_other_ms\":%.3f,"
-      "\"bytes_copied\":%llu,\"ranges_copied\":%llu,\"requests\":%llu,\"error\":",
-      json_number(s->total_ms), json_number(s->pause_ms), (unsigned long long)s->launch_at_start,
-      (unsigned long long)s->records_replayed, (unsigned long long)s->modules_replayed,
-      json_number(s->replay_module_ms), json_number(s->replay_other_ms),
-      (unsigned long long)s->bytes_copied, (unsigned long long)s->ranges_copied,
-      (unsigned long long)s->requests);
-  put_json_string(o, s->error);
-  put(o, "}}");
+static json_t *migration_json(const struct ferry_vgpu_status *s) {
+  json_t *m = json_object(), *ms = json_object();
+  int e = !m || !ms;
+  e |= set(m, "state", json_string(state_name(s->state)));
+  int named = s->state != FERRY_MIG_NONE && s->phase >= 0 && s->phase < FERRY_PHASE_COUNT;
+  e |= set(m, "phase", named ? json_string(ferry_phase_names[s->phase]) : json_null());
+  e |= set(m, "bytes_done", jcount(s->bytes_done));
+  e |= set(m, "bytes_total", jcount(s->bytes_total));
+  for (int i = 0; i < FERRY_PHASE_COUNT; i++) e |= set(ms, ferry_phase_names[i], jms(s->phase_ms[i]));
+  e |= set(m, "phase_ms", json_incref(ms));
+  e |= set(m, "total_ms", jms(s->total_ms));
+  e |= set(m, "pause_ms", jms(s->pause_ms));
+  e |= set(m, "launch_at_start", jcount(s->launch_at_start));
+  e |= set(m, "records_replayed", jcount(s->records_replayed));
+  e |= set(m, "modules_replayed", jcount(s->modules_replayed));
+  e |= set(m, "replay_module_ms", jms(s->replay_module_ms));
+  e |= set(m, "replay_other_ms", jms(s->replay_other_ms));
+  e |= set(m, "bytes_copied", jcount(s->bytes_copied));
+  e |= set(m, "ranges_copied", jcount(s->ranges_copied));
+  e |= set(m, "requests", jcount(s->requests));
+  e |= set(m, "error", jstr(s->error));
+  json_decref(ms);
+  if (e) json_decref(m);
+  return e ? NULL : m;
 }
 
-static void reply_status(char *reply, size_t len) {
-  struct out o = {reply, 0, len, 0};
-  put(&o, "ok {\"pid\":%d,\"vgpus\":[", (int)getpid());
-  int count = ferry_vgpu_count(), first = 1;
-  for (int i = 0; i < count; i++) {
+static json_t *vgpu_json(const struct ferry_vgpu_status *s) {
+  const char *backend = !s->local ? "remote" : s->helper_pid ? "helper" : "local";
+  json_t *v = json_object();
+  int e = !v;
+  e |= set(v, "index", json_integer(s->index));
+  e |= set(v, "backend", json_string(backend));
+  e |= set(v, "local_gpu", json_integer(s->local_gpu));
+  e |= set(v, "helper_pid", json_integer(s->helper_pid));
+  e |= set(v, "where", jstr(s->where));
+  e |= set(v, "records", jcount(s->records));
+  e |= set(v, "regions", jcount(s->regions));
+  e |= set(v, "live_bytes", jcount(s->live_bytes));
+  e |= set(v, "launches", jcount(s->launches));
+  e |= set(v, "migration", migration_json(s));
+  if (e) json_decref(v);
+  return e ? NULL : v;
+}
+
+/* the status object (docs/control.md, docs/ferry-status.schema.json); NULL out of memory */
+static json_t *status_json(void) {
+  json_t *st = json_object(), *vgpus = json_array();
+  int e = !st || !vgpus;
+  e |= set(st, "schema", json_integer(STATUS_SCHEMA));
+  e |= set(st, "pid", json_integer(getpid()));
+  int count = ferry_vgpu_count();
+  for (int i = 0; i < count && !e; i++) {
     struct ferry_vgpu_status s;
     memset(&s, 0, sizeof s);
     if (ferry_vgpu_status(i, &s)) continue; /* gone since the count was read */
     s.where[sizeof s.where - 1] = s.error[sizeof s.error - 1] = '\0';
-    put(&o, first ? "" : ",");
-    first = 0;
-    put_vgpu(&o, &s);
+    e |= json_array_append_new(vgpus, vgpu_json(&s));
   }
-  put(&o, "]}");
-  if (o.overflow) snprintf(reply, len, "error status does not fit in %zu bytes", len);
+  e |= set(st, "vgpus", json_incref(vgpus));
+  json_decref(vgpus);
+  if (e) json_decref(st);
+  return e ? NULL : st;
 }
+
+/* "ok " and the status object on one line (Jansson escapes control bytes) */
+static void reply_status(char *reply, size_t len) {
+  json_t *st = status_json();
+  size_t n = 0;
+  if (st && len > 3)
+    n = json_dumpb(st, reply + 3, len - 4, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
+  json_decref(st);
+  if (!st) snprintf(reply, len, "error out of memory");
+  else if (!n || n > len - 4) snprintf(reply, len, "error status does not fit in %zu bytes", len);
+  else memcpy(reply, "ok ", 3), reply[3 + n] = '\0';
+}
+
+/* a number a reply can carry */
+static double json_number(double x) { return isfinite(x) ? x : 0.0; }
 
 /* a token as a reply may quote it: printable, cut short */
 static const char *echo(const char *tok, char *buf, size_t n) {

@@ -335,3 +335,15 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, const voi
   return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, func, block_size,
                                                                 dynamic_smem, 0);
 }
+
+cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t *bytes, const void *func, int num_blocks,
+                                                      int block_size) {
+  if (!bytes) return ferry_ret(cudaErrorInvalidValue);
+  struct ferry_vgpu *v;
+  struct ferry_occupancy_smem_args a = {.num_blocks = num_blocks, .block_size = block_size};
+  int rc = current_func(func, &v, &a.func);
+  struct ferry_occupancy_smem_rets r;
+  if (!rc) rc = ferry_call(v, FERRY_CALL_occupancy_smem, &a, &r, NULL);
+  if (!rc) *bytes = (size_t)r.bytes;
+  return ferry_ret(rc);
+}

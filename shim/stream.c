@@ -90,10 +90,11 @@ cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int flags, in
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
   int err;
   if ((err = ferry_ensure_init())) return ferry_ret(err);
-  struct ferry_stream *st = ferry_handle_remove(&ferry.streams, (uintptr_t)s);
+  struct ferry_stream *st = ferry_handle_take(&ferry.streams, (uintptr_t)s);
   if (!st) return ferry_ret(cudaErrorInvalidResourceHandle);
   struct ferry_stream_destroy_args a = {st->id};
   int rc = ferry_call(&ferry.vgpus[st->vgpu], FERRY_CALL_stream_destroy, &a, NULL, NULL);
+  ferry_handle_release(&ferry.streams, (uintptr_t)s); /* its id is free once the server forgot it */
   free(st);
   return ferry_ret(rc);
 }
@@ -217,11 +218,12 @@ static int event_of(cudaEvent_t e, struct ferry_event **ev) {
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
   int err;
   if ((err = ferry_ensure_init())) return ferry_ret(err);
-  struct ferry_event *ev = ferry_handle_remove(&ferry.events, (uintptr_t)e);
+  struct ferry_event *ev = ferry_handle_take(&ferry.events, (uintptr_t)e);
   if (!ev) return ferry_ret(cudaErrorInvalidResourceHandle);
   struct ferry_event_destroy_args a = {ev->id};
   int rc = ferry_call(&ferry.vgpus[ev->vgpu], FERRY_CALL_event_destroy, &a, NULL, NULL);
   ferry_pre_forget(&ferry.vgpus[ev->vgpu], ev->id);
+  ferry_handle_release(&ferry.events, (uintptr_t)e); /* its id is free once the server forgot it */
   free(ev);
   return ferry_ret(rc);
 }

@@ -530,3 +530,24 @@ CUresult sim_LaunchKernelEx(const CUlaunchConfig *config, CUfunction fn, void **
   }
   return sim_leave(r);
 }
+
+/* the shared memory per SM the simulation reports (233472 = 228 KiB) shared
+   by num_blocks blocks, each also paying 1 KiB the driver reserves, and
+   capped by what one block may opt into */
+CUresult sim_OccupancyAvailableDynamicSMemPerBlock(size_t *bytes, CUfunction fn, int num_blocks,
+                                                   int block_size) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  struct sim_func *f = sim_lookup(fn, SIM_FUNC);
+  if (!f)
+    return sim_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!bytes || num_blocks <= 0 || block_size <= 0 || block_size > 1024)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  size_t per = 233472 / (size_t)num_blocks, reserved = 1024;
+  per = per > reserved ? per - reserved : 0;
+  if (per > (size_t)f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES])
+    per = (size_t)f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES];
+  *bytes = per;
+  return sim_leave(CUDA_SUCCESS);
+}

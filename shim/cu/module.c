@@ -613,3 +613,56 @@ CUresult cuKernelGetFunction(CUfunction *out, CUkernel kernel) {
   *out = (CUfunction)kernel;
   return CUDA_SUCCESS;
 }
+
+CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *bytes, CUfunction h, int num_blocks,
+                                                 int block_size) {
+  struct ferry_vgpu *v;
+  struct ferry_occupancy_smem_args a = {.num_blocks = num_blocks, .block_size = block_size};
+  struct ferry_occupancy_smem_rets r;
+  if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = func_id(h, &v, &a.func);
+  if (!rc) rc = FERRY_CU_RT(ferry_call(v, FERRY_CALL_occupancy_smem, &a, &r, NULL));
+  if (!rc) *bytes = (size_t)r.bytes;
+  return rc;
+}
+
+/* The block size with the highest occupancy, as the CUDA occupancy
+   calculator searches it: from the largest block down a warp at a time,
+   each size asked of the device (the dynamic shared memory may depend on
+   it: the program's callback runs here), the first best kept. */
+static CUresult potential_block_size(int *min_grid, int *block, CUfunction h, CUoccupancyB2DSize smem_of,
+                                     size_t smem, int limit, unsigned flags) {
+  struct ferry_vgpu *v;
+  int max_threads = 0, per_sm = 0, sms = 0, warp = 32;
+  if (!min_grid || !block) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, h);
+  if (!rc) rc = ferry_cu_current(&v);
+  if (!rc) rc = cuDeviceGetAttribute(&per_sm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, v->index);
+  if (!rc) rc = cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, v->index);
+  if (!rc) rc = cuDeviceGetAttribute(&warp, CU_DEVICE_ATTRIBUTE_WARP_SIZE, v->index);
+  if (rc) return rc;
+  if (limit > 0 && limit < max_threads) max_threads = limit;
+  if (warp <= 0 || max_threads < 1) return CUDA_ERROR_INVALID_VALUE;
+  int best = 0, best_size = 0, best_blocks = 0;
+  for (int bs = (max_threads + warp - 1) / warp * warp; bs > 0; bs -= warp) {
+    int size = bs > max_threads ? max_threads : bs, blocks = 0;
+    size_t dyn = smem_of ? smem_of(size) : smem;
+    rc = cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, h, size, dyn, flags);
+    if (rc) return rc;
+    if (blocks * size > best) best = blocks * size, best_size = size, best_blocks = blocks;
+    if (per_sm > 0 && best >= per_sm) break; /* no size can do better */
+  }
+  *block = best_size;
+  *min_grid = best_blocks * sms;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuOccupancyMaxPotentialBlockSize(int *min_grid, int *block, CUfunction h,
+                                          CUoccupancyB2DSize smem_of, size_t smem, int limit) {
+  return potential_block_size(min_grid, block, h, smem_of, smem, limit, 0);
+}
+CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *min_grid, int *block, CUfunction h,
+                                                   CUoccupancyB2DSize smem_of, size_t smem, int limit,
+                                                   unsigned int flags) {
+  return potential_block_size(min_grid, block, h, smem_of, smem, limit, flags);
+}

@@ -468,6 +468,21 @@ static void test_launches(int n) {
   CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&nblocks, f_vadd, BLOCK, 0));
   printf("occupancy of drv_vadd at %d threads: %d blocks per SM\n", BLOCK, nblocks);
   EXPECT(nblocks >= 1);
+  /* the occupancy calculator's search, and the shared memory left per block */
+  int min_grid = 0, best_block = 0, cap_blocks = 0;
+  CU(cuOccupancyMaxPotentialBlockSize(&min_grid, &best_block, f_vadd, NULL, 0, 0));
+  printf("best block for drv_vadd: %d threads, grid of at least %d blocks\n", best_block, min_grid);
+  EXPECT(best_block >= 32 && best_block <= 1024 && best_block % 32 == 0 && min_grid >= 1);
+  CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&cap_blocks, f_vadd, best_block, 0));
+  EXPECT(min_grid % cap_blocks == 0); /* whole SMs at that block size */
+  CU(cuOccupancyMaxPotentialBlockSize(&min_grid, &best_block, f_vadd, NULL, 0, 96));
+  EXPECT(best_block >= 32 && best_block <= 96);
+  size_t smem_one = 0, smem_four = 0;
+  CU(cuOccupancyAvailableDynamicSMemPerBlock(&smem_one, f_reverse, 1, BLOCK));
+  CU(cuOccupancyAvailableDynamicSMemPerBlock(&smem_four, f_reverse, 4, BLOCK));
+  printf("dynamic shared memory per block of drv_reverse: %zu with 1 block per SM, %zu with 4\n",
+         smem_one, smem_four);
+  EXPECT(smem_one > 0 && smem_four > 0 && smem_four <= smem_one);
 
   CU(cuEventDestroy(e0));
   CU(cuEventDestroy(e1));

@@ -168,6 +168,60 @@ busy)
   [ "$rc" = 0 ] || fail "long_run exited $rc beside a refused program"
   expect_in long_run.out "PASSED"
   ;;
+metrics)
+  # --metrics: Prometheus text on a free port; a running program shows as a
+  # session with bytes, calls and mapped memory, and is gone once it ends;
+  # bad requests get 400/404, and a silent client does not block the server
+  start_sim_server --metrics 127.0.0.1:0
+  mport=$(sed -n 's/.*metrics on http:\/\/127\.0\.0\.1:\([0-9]*\)\/metrics.*/\1/p' "$work/server.log" | tail -n 1)
+  [ -n "$mport" ] || fail "ferry-server did not say where its metrics are"
+  # scrape FILE [PATH]: GET into $work/FILE; prints the HTTP status
+  scrape() { curl -s -m 10 -o "$work/$1" -w '%{http_code}' "http://127.0.0.1:$mport${2:-/metrics}"; }
+  has() { scrape m.txt >/dev/null && grep -Eq -- "$1" "$work/m.txt"; }
+  expect_re() { grep -Eq -- "$2" "$work/$1" || fail "/$2/ not found in $1"; }
+  [ "$(scrape m.txt)" = 200 ] || fail "GET /metrics did not answer 200"
+  expect_in m.txt '^ferry_sessions_active 0$'
+  expect_in m.txt '^# TYPE ferry_session_bytes_in_total counter$'
+  # a client that connects and says nothing holds no one up
+  (sleep 30 | curl -s -m 30 "telnet://127.0.0.1:$mport") >/dev/null 2>&1 &
+  silent=$!
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+  app timeout 120 "$bin/ferry" run -- "$apps/long_run" 300 20 >"$work/long_run.out" 2>"$work/long_run.err" &
+  bg_pid=$!
+  session='\{pid="[0-9]+",client="127\.0\.0\.1:[0-9]+"\}'
+  wait_for "an active session" has '^ferry_sessions_active 1$'
+  wait_for "calls of the session" has "^ferry_session_calls_total$session [1-9][0-9]*$"
+  wait_for "mapped memory of the session" has "^ferry_session_mapped_bytes$session [1-9][0-9]*$"
+  expect_re m.txt "^ferry_session_bytes_in_total$session [1-9][0-9]*$"
+  expect_re m.txt "^ferry_session_bytes_out_total$session [1-9][0-9]*$"
+  expect_re m.txt "^ferry_session_errors_total$session 0$"
+  expect_in m.txt '^ferry_sessions_total 1$'
+  expect_in m.txt '^ferry_mapped_bytes [1-9][0-9]*$'
+  spid=$(sed -n 's/^ferry_session_calls_total{pid="\([0-9]*\)".*/\1/p' "$work/m.txt")
+  grep -q "(pid $spid)\|ferry-server\[$spid\]" "$work/server.log" || fail "pid label $spid is not the session's"
+  [ "$(scrape nf.txt /nope)" = 404 ] || fail "GET /nope did not answer 404"
+  printf 'NOT HTTP AT ALL\r\n\r\n' | curl -s -m 5 "telnet://127.0.0.1:$mport" >"$work/bad.txt" 2>&1
+  expect_in bad.txt '^HTTP/1.0 400 Bad Request'
+  head -c 10000 /dev/zero | tr '\0' a | curl -s -m 5 "telnet://127.0.0.1:$mport" >"$work/big.txt" 2>&1
+  expect_in big.txt '^HTTP/1.0 400 Bad Request'
+  [ "$(scrape m.txt)" = 200 ] || fail "GET /metrics failed after bad requests"
+  wait "$bg_pid"
+  rc=$?
+  bg_pid=
+  [ "$rc" = 0 ] || fail "long_run exited $rc"
+  expect_in long_run.out "iterations PASSED"
+  wait_for "the session to end" has '^ferry_sessions_active 0$'
+  expect_not_in m.txt '^ferry_session_calls_total{'
+  expect_in m.txt '^ferry_sessions_total 1$'
+  expect_in m.txt '^ferry_calls_total [1-9][0-9]*$'
+  expect_in m.txt '^ferry_bytes_in_total [1-9][0-9]*$'
+  expect_in m.txt '^ferry_mapped_bytes 0$'
+  kill "$silent" 2>/dev/null
+  # a port in use is refused at start
+  "$bin/ferry-server" --listen tcp://127.0.0.1:0 --backend sim --metrics "127.0.0.1:$mport" \
+    2>"$work/inuse.err" && fail "a second server took a metrics port in use"
+  expect_in inuse.err "--metrics 127.0.0.1:$mport: Address already in use"
+  ;;
 session_mem_quota)
   # --max-session-mem: an allocation beyond it is cudaErrorMemoryAllocation
   # in the program (allocations come in 2 MiB mappings), logged once

@@ -4,8 +4,9 @@ ferry_unit_test(test_control
   ${CMAKE_SOURCE_DIR}/tests/unit/test_control.c
   ${CMAKE_SOURCE_DIR}/shim/control.c
   ${CMAKE_SOURCE_DIR}/shim/thread.c
-  ${CMAKE_SOURCE_DIR}/cli/json_lite.c
   ${CMAKE_SOURCE_DIR}/common/log.c)
-target_link_libraries(test_control PRIVATE Threads::Threads)
-target_compile_definitions(test_control PRIVATE FERRY_CLI="$<TARGET_FILE:ferry>")
+target_link_libraries(test_control PRIVATE ${FERRY_JANSSON} Threads::Threads)
+target_compile_definitions(test_control PRIVATE FERRY_CLI="$<TARGET_FILE:ferry>"
+  FERRY_SCHEMA="${CMAKE_SOURCE_DIR}/docs/ferry-status.schema.json"
+  FERRY_CONTROL_DOC="${CMAKE_SOURCE_DIR}/docs/control.md")
 add_dependencies(test_control ferry)

@@ -31,7 +31,8 @@
 
 #include <cmocka.h>
 
-#include "cli/json_lite.h"
+#include <jansson.h>
+
 #include "shim/migrate.h"
 
 extern char **environ;
@@ -162,6 +163,26 @@ static char *handle(const char *line) {
   static char reply[65536];
   ferry_control_handle(line, reply, sizeof reply);
   return reply;
+}
+
+/* the JSON of a reply or an output, parsed as the CLI parses it; freed by the next call */
+static json_t *parsed(const char *text) {
+  static __thread json_t *last;
+  json_decref(last);
+  json_error_t err;
+  last = json_loads(text, JSON_REJECT_DUPLICATES, &err);
+  if (!last) fail_msg("not JSON (%s at %d): %s", err.text, err.position, text);
+  return last;
+}
+
+/* obj's member key as a string, or NULL */
+static const char *jget_str(const json_t *obj, const char *key) {
+  return json_string_value(json_object_get(obj, key));
+}
+
+/* the migration object of vGPU i in a status object */
+static json_t *jmig(json_t *st, size_t i) {
+  return json_object_get(json_array_get(json_object_get(st, "vgpus"), i), "migration");
 }
 
 static void sock_path(pid_t pid, char *out, size_t n) {
@@ -357,25 +378,25 @@ static void test_status_json(void **state) {
   dbl[1].requests = 3;
   char expect[4096];
   snprintf(expect, sizeof expect,
-           "ok {\"pid\":%d,\"vgpus\":["
+           "ok {\"schema\":1,\"pid\":%d,\"vgpus\":["
            "{\"index\":0,\"backend\":\"remote\",\"local_gpu\":-1,\"helper_pid\":0,"
            "\"where\":\"tcp://gpunode:7420/0\",\"records\":10,"
            "\"regions\":2,\"live_bytes\":4096,\"launches\":0,\"migration\":{\"state\":\"none\","
-           "\"phase\":null,\"bytes_done\":0,\"bytes_total\":0,\"phase_ms\":{\"hold\":0.000,"
-           "\"drain\":0.000,\"setup\":0.000,\"replay\":0.000,\"memsync\":0.000,\"vars\":0.000,"
-           "\"switch\":0.000},\"total_ms\":0.000,\"pause_ms\":0.000,\"launch_at_start\":0,"
+           "\"phase\":null,\"bytes_done\":0,\"bytes_total\":0,\"phase_ms\":{\"hold\":0.0,"
+           "\"drain\":0.0,\"setup\":0.0,\"replay\":0.0,\"memsync\":0.0,\"vars\":0.0,"
+           "\"switch\":0.0},\"total_ms\":0.0,\"pause_ms\":0.0,\"launch_at_start\":0,"
            "\"records_replayed\":0,"
-           "\"modules_replayed\":0,\"replay_module_ms\":0.000,\"replay_other_ms\":0.000,"
+           "\"modules_replayed\":0,\"replay_module_ms\":0.0,\"replay_other_ms\":0.0,"
            "\"bytes_copied\":0,\"ranges_copied\":0,\"requests\":0,\"error\":\"\"}},"
            "{\"index\":1,\"backend\":\"local\",\"local_gpu\":0,\"helper_pid\":0,"
            "\"where\":\"local GPU 0 (Sim)\",\"records\":11,"
            "\"regions\":2,\"live_bytes\":4096,\"launches\":40,\"migration\":{\"state\":\"done\","
            "\"phase\":\"switch\",\"bytes_done\":4096,\"bytes_total\":4096,\"phase_ms\":{"
-           "\"hold\":0.000,\"drain\":1.250,\"setup\":2.500,\"replay\":3.750,\"memsync\":5.000,"
-           "\"vars\":6.250,\"switch\":7.500},\"total_ms\":26.250,\"pause_ms\":20.500,"
+           "\"hold\":0.0,\"drain\":1.25,\"setup\":2.5,\"replay\":3.75,\"memsync\":5.0,"
+           "\"vars\":6.25,\"switch\":7.5},\"total_ms\":26.25,\"pause_ms\":20.5,"
            "\"launch_at_start\":20,"
-           "\"records_replayed\":11,\"modules_replayed\":1,\"replay_module_ms\":3.000,"
-           "\"replay_other_ms\":0.750,\"bytes_copied\":8192,\"ranges_copied\":1,\"requests\":3,"
+           "\"records_replayed\":11,\"modules_replayed\":1,\"replay_module_ms\":3.0,"
+           "\"replay_other_ms\":0.75,\"bytes_copied\":8192,\"ranges_copied\":1,\"requests\":3,"
            "\"error\":\"\"}}]}",
            (int)getpid());
   assert_string_equal(handle("status"), expect);
@@ -386,7 +407,7 @@ static void test_status_no_vgpu(void **state) {
   reset_doubles();
   dbl_count = 0;
   char expect[64];
-  snprintf(expect, sizeof expect, "ok {\"pid\":%d,\"vgpus\":[]}", (int)getpid());
+  snprintf(expect, sizeof expect, "ok {\"schema\":1,\"pid\":%d,\"vgpus\":[]}", (int)getpid());
   assert_string_equal(handle("status"), expect);
   assert_string_equal(handle("migrate 0 0"), "error no vgpu 0: this program has no vGPU yet");
   assert_int_equal(migrate_calls, 0);
@@ -404,20 +425,22 @@ static void test_status_escaping(void **state) {
   const char *r = handle("status");
   assert_memory_equal(r, "ok {", 4);
   for (const char *p = r; *p; p++) assert_true((unsigned char)*p >= 0x20); /* one line */
-  const char *v = jl_at(jl_get(r + 3, "vgpus"), 0);
+  json_t *st = parsed(r + 3);
+  json_t *v = json_array_get(json_object_get(st, "vgpus"), 0);
   assert_non_null(v);
-  assert_non_null(jl_skip(r + 3));
-  char s[512], expect[512];
-  assert_int_equal(jl_str(jl_get(v, "where"), s, sizeof s), 0);
+  char expect[512];
   snprintf(expect, sizeof expect, "%s\xef\xbf\xbd!", where); /* a stray byte reads as U+FFFD */
-  assert_string_equal(s, expect);
-  const char *mig = jl_get(v, "migration");
-  assert_int_equal(jl_str(jl_get(mig, "error"), s, sizeof s), 0);
-  assert_string_equal(s, "cannot \"reserve\"\r\n0x200000000000");
-  assert_int_equal(jl_str(jl_get(mig, "phase"), s, sizeof s), 0);
-  assert_string_equal(s, "replay");
-  assert_int_equal(jl_str(jl_get(mig, "state"), s, sizeof s), 0);
-  assert_string_equal(s, "failed");
+  assert_string_equal(jget_str(v, "where"), expect);
+  json_t *mig = json_object_get(v, "migration");
+  assert_string_equal(jget_str(mig, "error"), "cannot \"reserve\"\r\n0x200000000000");
+  assert_string_equal(jget_str(mig, "phase"), "replay");
+  assert_string_equal(jget_str(mig, "state"), "failed");
+  /* overlong forms, surrogates and bytes past U+10FFFF are not UTF-8 either */
+  snprintf(dbl[0].where, sizeof dbl[0].where, "\xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \xf0\x9f\x98\x80");
+  st = parsed(handle("status") + 3);
+  assert_string_equal(jget_str(json_array_get(json_object_get(st, "vgpus"), 0), "where"),
+                      "\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd"
+                      "\xef\xbf\xbd\xef\xbf\xbd \xf0\x9f\x98\x80");
 }
 
 static void test_status_numbers(void **state) {
@@ -430,9 +453,10 @@ static void test_status_numbers(void **state) {
   dbl[0].phase_ms[0] = NAN; /* not JSON */
   dbl[0].total_ms = INFINITY;
   const char *r = handle("status");
+  /* counts stop at 2^53, where JSON readers stop being exact */
   assert_non_null(strstr(r, "\"phase\":\"memsync\",\"bytes_done\":1099511627776,"
-                            "\"bytes_total\":18446744073709551615,\"phase_ms\":{\"hold\":0.000,"));
-  assert_non_null(strstr(r, "\"total_ms\":0.000,"));
+                            "\"bytes_total\":9007199254740992,\"phase_ms\":{\"hold\":0.0,"));
+  assert_non_null(strstr(r, "\"total_ms\":0.0,"));
   assert_null(strstr(r, "nan"));
   assert_null(strstr(r, "inf"));
   dbl[0].phase = 99; /* out of range: no name to give */
@@ -642,13 +666,9 @@ static void test_socket_status_during_migrate(void **state) {
   send_str(m, "migrate 0 1\n", 12);
   sem_wait(&started);
   int s = connect_self();
-  const char *st = ask(s, "status\n");
-  const char *mig = jl_get(jl_at(jl_get(st + 3, "vgpus"), 0), "migration");
-  char v[32];
-  assert_int_equal(jl_str(jl_get(mig, "state"), v, sizeof v), 0);
-  assert_string_equal(v, "running");
-  assert_int_equal(jl_str(jl_get(mig, "phase"), v, sizeof v), 0);
-  assert_string_equal(v, "memsync");
+  json_t *mig = jmig(parsed(ask(s, "status\n") + 3), 0);
+  assert_string_equal(jget_str(mig, "state"), "running");
+  assert_string_equal(jget_str(mig, "phase"), "memsync");
   assert_string_equal(ask(s, "help\n"), "ok verbs: migrate <vgpu> <local-gpu> | status | help");
   sem_post(&release);
   char r[256];
@@ -857,16 +877,16 @@ static void test_cli_ls(void **state) {
   assert_null(strstr(r->out, "999999")); /* the dead one is skipped */
   r = cli("ls", "--json", NULL, NULL, NULL, NULL);
   assert_int_equal(r->rc, 0);
-  assert_non_null(jl_skip(r->out));
-  const char *mine = NULL, *e;
-  double pid;
-  for (int i = 0; (e = jl_at(r->out, i)); i++)
-    if (!jl_num(jl_get(e, "pid"), &pid) && pid == c.pid) mine = e;
+  json_t *all = parsed(r->out), *mine = NULL, *e;
+  size_t i;
+  assert_true(json_is_array(all));
+  json_array_foreach(all, i, e)
+    if (json_integer_value(json_object_get(e, "pid")) == c.pid) mine = e;
   assert_non_null(mine);
-  char s[256];
-  assert_int_equal(jl_str(jl_get(mine, "socket"), s, sizeof s), 0);
-  assert_string_equal(s, path);
-  assert_non_null(jl_at(jl_get(mine, "vgpus"), 1));
+  assert_string_equal(json_object_iter_key(json_object_iter(mine)), "socket"); /* first */
+  assert_string_equal(jget_str(mine, "socket"), path);
+  assert_int_equal(json_integer_value(json_object_get(mine, "schema")), 1);
+  assert_non_null(json_array_get(json_object_get(mine, "vgpus"), 1));
   r = cli("ls", "-l", NULL, NULL, NULL, NULL);
   assert_int_equal(r->rc, 2);
   child_end(&c);
@@ -960,6 +980,235 @@ static void test_cli_errors(void **state) {
     r = cli(usage[i][0], usage[i][1], usage[i][2], usage[i][3], usage[i][4], usage[i][5]);
     if (r->rc != 2 || !r->err[0]) fail_msg("case %zu: rc %d, stderr '%s'", i, r->rc, r->err);
   }
+}
+
+/* ---- the schema (docs/ferry-status.schema.json) against real output ---- */
+
+/* A tiny JSON Schema checker: the keywords the schema file uses ($ref to
+   #/$defs/, type, enum, const, minimum, maximum, required, properties,
+   items). Anything else in the file is a test failure, so that no check
+   is silently skipped. */
+static json_t *schema_root;
+
+static json_t *resolve(json_t *node) {
+  const char *ref = jget_str(node, "$ref");
+  if (!ref) return node;
+  if (strncmp(ref, "#/$defs/", 8)) fail_msg("unsupported $ref %s", ref);
+  json_t *def = json_object_get(json_object_get(schema_root, "$defs"), ref + 8);
+  if (!def) fail_msg("no $defs entry for %s", ref);
+  return resolve(def);
+}
+
+static int type_is(const json_t *v, const char *t) {
+  if (!strcmp(t, "object")) return json_is_object(v);
+  if (!strcmp(t, "array")) return json_is_array(v);
+  if (!strcmp(t, "string")) return json_is_string(v);
+  if (!strcmp(t, "integer")) return json_is_integer(v);
+  if (!strcmp(t, "number")) return json_is_number(v);
+  if (!strcmp(t, "boolean")) return json_is_boolean(v);
+  if (!strcmp(t, "null")) return json_is_null(v);
+  fail_msg("unknown type %s", t);
+  return 0;
+}
+
+static int type_ok(const json_t *v, const json_t *type) {
+  if (json_is_string(type)) return type_is(v, json_string_value(type));
+  const json_t *t;
+  size_t i;
+  json_array_foreach(type, i, t) if (type_is(v, json_string_value(t))) return 1;
+  return 0;
+}
+
+static int in_enum(const json_t *v, const json_t *e) {
+  const json_t *x;
+  size_t i;
+  json_array_foreach(e, i, x) if (json_equal(v, x)) return 1;
+  return 0;
+}
+
+/* a < b; integers as integers (2^53 + 1 is not a double) */
+static int below(const json_t *a, const json_t *b) {
+  if (json_is_integer(a) && json_is_integer(b)) return json_integer_value(a) < json_integer_value(b);
+  return json_number_value(a) < json_number_value(b);
+}
+
+/* 0 when v matches the schema node; -1 with why (and where) */
+static int check(json_t *node, const json_t *v, const char *at, char *why, size_t n) {
+  static const char *const known[] = {"$ref", "$schema", "title", "description", "$defs", "type",
+                                      "enum", "const", "minimum", "maximum", "required",
+                                      "properties", "items"};
+  const char *k;
+  json_t *x;
+  node = resolve(node);
+  json_object_foreach(node, k, x) {
+    size_t i = 0;
+    while (i < sizeof known / sizeof known[0] && strcmp(known[i], k)) i++;
+    if (i == sizeof known / sizeof known[0]) fail_msg("the checker does not know '%s'", k);
+  }
+  json_t *t = json_object_get(node, "type"), *min = json_object_get(node, "minimum"),
+         *max = json_object_get(node, "maximum"), *e = json_object_get(node, "enum"),
+         *c = json_object_get(node, "const");
+  if (t && !type_ok(v, t)) return snprintf(why, n, "%s: wrong type", at), -1;
+  if (e && !in_enum(v, e)) return snprintf(why, n, "%s: not in enum", at), -1;
+  if (c && !json_equal(v, c)) return snprintf(why, n, "%s: not the const", at), -1;
+  if (min && json_is_number(v) && below(v, min)) return snprintf(why, n, "%s: below minimum", at), -1;
+  if (max && json_is_number(v) && below(max, v)) return snprintf(why, n, "%s: above maximum", at), -1;
+  json_t *req = json_object_get(node, "required"), *props = json_object_get(node, "properties");
+  size_t i;
+  json_array_foreach(req, i, x) {
+    if (!json_object_get(v, json_string_value(x)))
+      return snprintf(why, n, "%s: lacks %s", at, json_string_value(x)), -1;
+  }
+  char sub[256];
+  json_object_foreach(props, k, x) {
+    json_t *m = json_object_get(v, k);
+    snprintf(sub, sizeof sub, "%s.%s", at, k);
+    if (m && check(x, m, sub, why, n)) return -1;
+  }
+  json_t *items = json_object_get(node, "items"), *el;
+  json_array_foreach(items ? v : NULL, i, el) {
+    snprintf(sub, sizeof sub, "%s[%zu]", at, i);
+    if (check(items, el, sub, why, n)) return -1;
+  }
+  return 0;
+}
+
+static void load_schema(void) {
+  json_error_t err;
+  json_decref(schema_root);
+  schema_root = json_load_file(FERRY_SCHEMA, JSON_REJECT_DUPLICATES, &err);
+  if (!schema_root) fail_msg("%s: %s at line %d", FERRY_SCHEMA, err.text, err.line);
+}
+
+/* checks doc against the $defs entry def ("" : the root); 0 or -1 */
+static int validate(const json_t *doc, const char *def, char *why, size_t n) {
+  json_t *node = schema_root;
+  if (*def) node = json_object_get(json_object_get(schema_root, "$defs"), def);
+  assert_non_null(node);
+  return check(node, doc, "$", why, n);
+}
+
+/* a value of a type the node does not allow */
+static json_t *wrong_type(json_t *node) {
+  const json_t *t = json_object_get(resolve(node), "type");
+  json_t *obj = json_object();
+  int is_obj = type_ok(obj, t);
+  json_decref(obj);
+  return is_obj ? json_array() : json_object();
+}
+
+/* Every check of the schema must be able to fail: for each member of the
+   real output (doc, under schema node) in turn, it is removed (when
+   required), given a wrong type, a value outside its enum, const or bounds;
+   each such copy must be refused. Returns how many mutations were tried. */
+static int mutate(json_t *whole, const char *def, json_t *node, json_t *v) {
+  char why[512];
+  int tried = 0;
+  node = resolve(node);
+  const char *k;
+  json_t *sub;
+  json_t *props = json_object_get(node, "properties"), *req = json_object_get(node, "required");
+  json_object_foreach(props, k, sub) {
+    json_t *keep = json_incref(json_object_get(v, k));
+    if (!keep) continue;
+    json_t *bad[5] = {wrong_type(sub), NULL, NULL, NULL, NULL};
+    json_t *r = resolve(sub), *min = json_object_get(r, "minimum"), *max = json_object_get(r, "maximum");
+    if (json_object_get(r, "enum")) bad[1] = json_string("not-in-the-enum");
+    if (json_object_get(r, "const")) bad[2] = json_integer(json_integer_value(json_object_get(r, "const")) + 1);
+    if (min) bad[3] = json_real(json_number_value(min) - 1);
+    if (max) bad[4] = json_real(json_number_value(max) * 2 + 1);
+    for (int b = 0; b < 5; b++) {
+      if (!bad[b]) continue;
+      if (b >= 3 && json_is_integer(keep)) { /* an integer stays one */
+        json_int_t i = (json_int_t)json_real_value(bad[b]);
+        json_decref(bad[b]);
+        bad[b] = json_integer(b == 3 ? i : json_integer_value(max) + 1);
+      }
+      json_object_set_new(v, k, bad[b]);
+      if (!validate(whole, def, why, sizeof why)) fail_msg("mutation %d of %s was not refused", b, k);
+      tried++;
+    }
+    json_t *name = json_string(k);
+    int required = in_enum(name, req);
+    json_decref(name);
+    if (required) {
+      json_object_del(v, k);
+      if (!validate(whole, def, why, sizeof why)) fail_msg("missing %s was not refused", k);
+      tried++;
+    }
+    json_object_set(v, k, keep);
+    tried += mutate(whole, def, sub, keep);
+    json_decref(keep);
+  }
+  json_t *items = json_object_get(node, "items"), *el;
+  size_t i;
+  json_array_foreach(items ? v : NULL, i, el) tried += mutate(whole, def, items, el);
+  return tried;
+}
+
+/* every key of the output is in the schema, and every key of the schema is
+   in docs/control.md as `key` */
+static void documented(json_t *node, const json_t *v, const char *doc) {
+  node = resolve(node);
+  const char *k;
+  json_t *x;
+  json_object_foreach((json_t *)v, k, x) {
+    json_t *sub = json_object_get(json_object_get(node, "properties"), k);
+    if (!sub) fail_msg("'%s' is not in the schema", k);
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "`%s`", k);
+    if (!strstr(doc, quoted)) fail_msg("'%s' is not in docs/control.md", k);
+    documented(sub, x, doc);
+  }
+  json_t *items = json_object_get(node, "items");
+  size_t i;
+  json_array_foreach(items ? v : NULL, i, x) documented(items, x, doc);
+}
+
+static void check_output(json_t *doc, const char *def) {
+  char why[512];
+  if (validate(doc, def, why, sizeof why)) fail_msg("real output refused: %s", why);
+  static char md[1 << 17];
+  int fd = open(FERRY_CONTROL_DOC, O_RDONLY | O_CLOEXEC);
+  assert_true(fd >= 0);
+  slurp(fd, md, sizeof md);
+  close(fd);
+  json_t *node = *def ? json_object_get(json_object_get(schema_root, "$defs"), def) : schema_root;
+  documented(node, doc, md);
+  int tried = mutate(doc, def, node, doc);
+  if (tried < 100) fail_msg("only %d mutations of %s", tried, def);
+  if (validate(doc, def, why, sizeof why)) fail_msg("restored output refused: %s", why);
+}
+
+/* `ferry status --json` and `ferry ls --json` of a program (vGPU 0 moved,
+   vGPU 1 not: phase a string and null) against the schema file */
+static void test_schema(void **state) {
+  (void)state;
+  load_schema();
+  char why[512];
+  if (!validate(parsed("{\"schema\":1,\"pid\":1}"), "", why, sizeof why)) fail_msg("no vgpus passed");
+  struct proc c = spawn_child(NULL);
+  child_do(&c, "go\n", "started");
+  char pid[32];
+  snprintf(pid, sizeof pid, "%d", (int)c.pid);
+  struct cli_result *r = cli("migrate", "--pid", pid, "0", "1", NULL);
+  if (r->rc) fail_msg("migrate: %s", r->err);
+  r = cli("status", "--pid", pid, "--json", NULL, NULL);
+  assert_int_equal(r->rc, 0);
+  json_t *st = json_deep_copy(parsed(r->out));
+  assert_string_equal(jget_str(jmig(st, 0), "phase"), "switch");
+  assert_true(json_is_null(json_object_get(jmig(st, 1), "phase")));
+  check_output(st, "");
+  json_decref(st);
+  r = cli("ls", "--json", NULL, NULL, NULL, NULL);
+  assert_int_equal(r->rc, 0);
+  json_t *all = json_deep_copy(parsed(r->out));
+  assert_true(json_array_size(all) >= 1);
+  check_output(all, "ls");
+  json_decref(all);
+  child_end(&c);
+  json_decref(schema_root);
+  schema_root = NULL;
 }
 
 /* ---- the CLI against fake programs: forged sockets, hostile replies ---- */
@@ -1215,22 +1464,23 @@ static void test_cli_other_uid(void **state) {
 }
 
 /* a status reply with numbers no program sends: every one is clamped before
-   it is printed, divided or converted */
+   it is printed, divided or converted (numbers JSON cannot carry are refused
+   whole: test_cli_not_json) */
 static const char *const hostile_status =
-    "ok {\"pid\":1e300,\"vgpus\":["
-    "{\"index\":0,\"backend\":\"remote\",\"where\":\"w0\",\"records\":-1e999,\"regions\":-nan,"
+    "ok {\"socket\":\"/forged\",\"pid\":1e300,\"vgpus\":["
+    "{\"index\":0,\"backend\":\"remote\",\"where\":\"w0\",\"records\":-1e308,\"regions\":-0.0,"
     "\"live_bytes\":1e300,\"launches\":1e20,\"migration\":{\"state\":\"running\",\"phase\":"
     "\"memsync\",\"bytes_done\":1e12,\"bytes_total\":1}},"
     "{\"index\":1e300,\"backend\":\"local\",\"where\":\"w1\",\"records\":3.7,\"regions\":-5,"
     "\"live_bytes\":-1,\"launches\":2,\"migration\":{\"state\":\"done\",\"phase\":\"switch\","
-    "\"phase_ms\":{\"hold\":-1,\"drain\":1e400,\"setup\":-nan},\"total_ms\":1e308,"
+    "\"phase_ms\":{\"hold\":-1,\"drain\":1e308,\"setup\":-1e-300},\"total_ms\":1e308,"
     "\"pause_ms\":-1e308,"
     "\"launch_at_start\":1e300,\"records_replayed\":-3,\"modules_replayed\":1e19,"
     "\"replay_module_ms\":1e300,\"replay_other_ms\":0.5,\"bytes_copied\":1e300,"
     "\"ranges_copied\":1e300,\"requests\":-1}},"
     "{\"index\":-7,\"backend\":\"remote\",\"where\":\"w2\",\"live_bytes\":1099511627776,"
     "\"migration\":{\"state\":\"running\",\"phase\":\"memsync\",\"bytes_done\":-5,"
-    "\"bytes_total\":1e999}}]}";
+    "\"bytes_total\":1.7e308}}]}";
 
 static void test_cli_hostile_numbers(void **state) {
   (void)state;
@@ -1266,7 +1516,49 @@ static void test_cli_hostile_numbers(void **state) {
   snprintf(row, sizeof row, "%-8d %-5s %-8s %-40s %s\n", (int)f.pid, "2147483647", "local", "w1",
            f.path);
   if (!strstr(r->out, row)) fail_msg("no row '%s' in:\n%s", row, r->out);
+  r = cli("ls", "--json", NULL, NULL, NULL, NULL);
+  assert_int_equal(r->rc, 0);
+  json_t *all = parsed(r->out), *e, *mine = NULL;
+  size_t i;
+  json_array_foreach(all, i, e) /* this process's own socket is listed too */
+    if (!strcmp(jget_str(e, "socket"), f.path)) mine = e;
+  assert_non_null(mine); /* the socket the program claims is not believed */
+  assert_int_equal(json_object_size(mine), 3);
   fake_stop(&f);
+}
+
+/* replies that are not JSON, or are ambiguous, are refused whole: nothing
+   of them is printed */
+static void test_cli_not_json(void **state) {
+  (void)state;
+  static const char *const bad[][2] = {
+      {"ok {\"pid\":1,\"vgpus\":[{\"index\":0,\"records\":-nan}]}", "invalid token"},
+      {"ok {\"pid\":1,\"vgpus\":[{\"index\":0,\"records\":NaN}]}", "invalid token"},
+      {"ok {\"pid\":1e999,\"vgpus\":[]}", "real number overflow"},
+      {"ok {\"pid\":99999999999999999999,\"vgpus\":[]}", "too big integer"},
+      {"ok {\"pid\":1,\"pid\":2,\"vgpus\":[]}", "duplicate object key"},
+      {"ok {\"pid\":1,\"vgpus\":[]} trailing", "end of file expected"},
+      {"ok {\"pid\":1,\"vgpus\":[{\"where\":\"\xff\"}]}", "unable to decode byte 0xff"},
+      {"ok {\"pid\":1,\"vgpus\":[", "end of file"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    struct fake f = fake_start(dir, NULL, 0, (uid_t)-1, bad[i][0], "ok moved");
+    char pid[32];
+    snprintf(pid, sizeof pid, "%d", (int)f.pid);
+    struct cli_result *r = cli("status", "--pid", pid, NULL, NULL, NULL);
+    if (r->rc != 1 || r->out[0] || !strstr(r->err, "not valid JSON") || !strstr(r->err, bad[i][1]))
+      fail_msg("case %zu: rc %d, out '%s', err '%s'", i, r->rc, r->out, r->err);
+    r = cli("status", "--pid", pid, "--json", NULL, NULL);
+    if (r->rc != 1 || r->out[0]) fail_msg("case %zu --json: rc %d, out '%s'", i, r->rc, r->out);
+    r = cli("ls", "--json", NULL, NULL, NULL, NULL);
+    assert_int_equal(r->rc, 0);
+    json_t *all = parsed(r->out), *e;
+    size_t k;
+    json_array_foreach(all, k, e) /* this process's own socket is listed */
+      assert_int_not_equal(json_integer_value(json_object_get(e, "pid")), f.pid);
+    assert_non_null(strstr(r->err, "not valid JSON"));
+    fake_stop(&f);
+  }
 }
 
 /* ---- this binary as the program under control ---- */
@@ -1351,10 +1643,12 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_cli_status),
       cmocka_unit_test(test_cli_migrate),
       cmocka_unit_test(test_cli_errors),
+      cmocka_unit_test(test_schema),
       cmocka_unit_test_teardown(test_cli_forged_pid, fakes_teardown),
       cmocka_unit_test_teardown(test_cli_symlink, fakes_teardown),
       cmocka_unit_test_setup_teardown(test_cli_other_uid, other_uid_setup, other_uid_teardown),
       cmocka_unit_test_teardown(test_cli_hostile_numbers, fakes_teardown),
+      cmocka_unit_test_teardown(test_cli_not_json, fakes_teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

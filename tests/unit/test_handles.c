@@ -68,11 +68,32 @@ static void remove_if(void **state) {
   ferry_handles_destroy(&h);
 }
 
+/* a destroyed handle's wire id is not reused before its destroy reached
+   the server (ferry_handle_release): an object created meanwhile gets another */
+static void take_holds_the_id(void **state) {
+  (void)state;
+  struct ferry_handles h;
+  ferry_handles_init(&h);
+  int a, b, c;
+  uint64_t ha = ferry_handle_add(&h, &a);
+  assert_ptr_equal(ferry_handle_take(&h, ha), &a);
+  assert_null(ferry_handle_get(&h, ha)); /* gone at once */
+  uint64_t hb = ferry_handle_add(&h, &b);
+  assert_int_not_equal(ferry_handle_id(hb), ferry_handle_id(ha));
+  ferry_handle_release(&h, ha);
+  uint64_t hc = ferry_handle_add(&h, &c);
+  assert_int_equal(ferry_handle_id(hc), ferry_handle_id(ha)); /* free again */
+  assert_true(hc != ha);                                       /* a new generation */
+  assert_null(ferry_handle_get(&h, ha));
+  ferry_handles_destroy(&h);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(add_get_remove),
       cmocka_unit_test(garbage_values),
       cmocka_unit_test(remove_if),
+      cmocka_unit_test(take_holds_the_id),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

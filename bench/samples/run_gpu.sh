@@ -1,0 +1,242 @@
+#!/bin/bash
+# NVIDIA cuda-samples natively and through ferry, on one GPU machine, both
+# builds (-cudart shared and nvcc's default static runtime, made by
+# bench/samples/build.sh), three modes each:
+#   native    the program alone (NVIDIA's runtime from $CUDA_RUNTIME_DIR)
+#   ferry     ferry run, ferry-server --backend cuda on loopback, FERRY_STATS=1
+#   migrated  as ferry, with FERRY_MIGRATE_AT=0:0:launch=K, K = half the
+#             launches the ferry run counted (its "stats: device=0
+#             launches=N" line on stderr; at least 1; not run for N = 0)
+# OUTDIR/<name>.<build>.<mode>.{out,err}, one line per run in
+# OUTDIR/runs.txt, libraries ldd cannot find in OUTDIR/ldd.txt, and
+# OUTDIR/report.md (bench/samples/report.py).
+#
+# usage: bench/samples/run_gpu.sh BUILD SAMPLES_TARBALL OUTDIR
+#   BUILD: ferry build tree (bin/ferry, bin/ferry-server, lib/)
+#   SAMPLES_TARBALL: samples.tar.xz from build.sh (PACK=...)
+# environment:
+#   PAR=6             sample runs at a time (native runs share the GPU too)
+#   DEADLINE_S=420    every run ends by then (seconds after the start):
+#                     its timeout is cut to what is left, and runs that
+#                     would get less than 5 s are skipped (recorded)
+#   RUN_TIMEOUT=120   timeout of one run
+#   ONLY="a b"        only these samples; BUILDS="shared static"
+#   CUDA_RUNTIME_DIR  NVIDIA's libraries for native runs and for the math
+#                     libraries under ferry (default /usr/local/cuda/lib64)
+#   FERRY_BACKEND     server backend (default cuda)
+#   DRY_RUN=1         print the commands instead of running them (no server)
+# Never hangs (timeouts everywhere) and exits 0 whatever the samples do.
+# shellcheck disable=SC2317 # functions run through trap and xargs
+set -u
+t_start=$(date +%s)
+build=$(cd "${1:?usage: run_gpu.sh BUILD SAMPLES_TARBALL OUTDIR}" && pwd) || exit 2
+tarball=$(cd "$(dirname "${2:?usage: run_gpu.sh BUILD SAMPLES_TARBALL OUTDIR}")" && pwd)/$(basename "$2")
+out=${3:?usage: run_gpu.sh BUILD SAMPLES_TARBALL OUTDIR}
+mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
+here=$(cd "$(dirname "$0")" && pwd)
+PAR=${PAR:-6}
+DEADLINE_S=${DEADLINE_S:-420}
+RUN_TIMEOUT=${RUN_TIMEOUT:-120}
+BUILDS=${BUILDS:-"shared static"}
+DRY_RUN=${DRY_RUN:-0}
+native_lib=${CUDA_RUNTIME_DIR:-/usr/local/cuda/lib64}
+ferry=$build/bin/ferry
+
+say() { printf '[%4ds] %s\n' $(( $(date +%s) - t_start )) "$*"; }
+
+[ -f "$tarball" ] || { echo "run_gpu.sh: no $tarball"; exit 0; }
+if [ "$DRY_RUN" != 1 ]; then
+  for f in "$ferry" "$build/bin/ferry-server"; do
+    [ -x "$f" ] || { echo "run_gpu.sh: no $f"; exit 0; }
+  done
+fi
+
+# Short path: the programs' control sockets (ferry-<pid>.sock) go here.
+work=$(mktemp -d /tmp/fsamples.XXXXXX) || exit 0
+server=
+cleanup() {
+  if [ -n "$server" ]; then
+    kill "$server" 2>/dev/null
+    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$server" 2>/dev/null || break; sleep 0.2; done
+    kill -9 "$server" 2>/dev/null
+    wait "$server" 2>/dev/null
+  fi
+  [ -n "${KEEP:-}" ] || rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 0' INT TERM
+
+say "unpacking $tarball"
+timeout 120 tar -xJf "$tarball" -C "$work/" || { echo "run_gpu.sh: cannot unpack $tarball"; exit 0; }
+[ -f "$work/samples.txt" ] || { echo "run_gpu.sh: no samples.txt in $tarball"; exit 0; }
+mkdir -p "$work/sockets"
+cp "$work/samples.txt" "$out/samples.txt"
+cp "$work/build.log" "$out/build.log" 2>/dev/null
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "host: $(uname -srm)"
+  timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+  echo "cpus: $(nproc)"
+  echo "ferry: $build"
+  echo "par: $PAR deadline_s: $DEADLINE_S run_timeout: $RUN_TIMEOUT dry_run: $DRY_RUN"
+  git -C "$here" rev-parse --short HEAD 2>/dev/null | sed 's/^/commit: /'
+} >"$out/machine.txt" 2>&1
+
+# The math libraries are linked dynamically: every binary's missing ones,
+# with the library path the runs use, go to ldd.txt (and the run's .err).
+: >"$out/ldd.txt"
+awk -F'|' '!/^#/ && NF > 1 {print $1 "|" $3}' "$work/samples.txt" | while IFS='|' read -r name dir; do
+  for b in $BUILDS; do [ -e "$work/$dir/$name.$b" ] && echo "$work/$dir/$name.$b"; done
+done | timeout 120 xargs -r -P 8 -I{} sh -c \
+  'm=$(LD_LIBRARY_PATH="$1" timeout 20 ldd "$2" 2>&1 | awk "/not found/ {print \$1}" | tr "\n" " ");
+   [ -n "$m" ] && echo "$(basename "$2"): missing: $m"; exit 0' _ "$native_lib" {} | sort >"$out/ldd.txt"
+if [ -s "$out/ldd.txt" ]; then
+  say "WARNING: libraries not found (in $native_lib or the system's paths):"
+  sed 's/^/    /' "$out/ldd.txt"
+else
+  say "ldd: every binary finds its libraries"
+fi
+
+if [ "$DRY_RUN" = 1 ]; then
+  port=PORT
+else
+  # as bench/server_start.sh, but a server that does not start is data too:
+  # the native runs still run, the ferry runs fail
+  "$build/bin/ferry-server" --listen tcp://127.0.0.1:0 --backend "${FERRY_BACKEND:-cuda}" \
+    2>"$out/server.log" </dev/null &
+  server=$!
+  port=
+  for _ in $(seq 150); do
+    port=$(sed -n 's/.*listening on tcp:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/server.log" | head -n 1)
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  if [ -n "$port" ]; then
+    say "ferry-server pid $server on port $port"
+  else
+    port=1
+    say "WARNING: ferry-server did not start (server.log below); the ferry runs will fail"
+    sed 's/^/    /' "$out/server.log" | head -n 20
+  fi
+fi
+
+# Slowest first (times of docs/compatibility.md), so that the parallel
+# runs end together; then the manifest's order.
+SLOW="binomialOptions stereoDisparity simpleStreams FDTD3d UnifiedMemoryPerf simpleAttributes
+bf16TensorCoreGemm HSOpticalFlow dmmaTensorCoreGemm tf32TensorCoreGemm graphMemoryNodes
+sortingNetworks simpleCUBLASXT conjugateGradientPrecond cuSolverSp_LinearSolver
+cuSolverDn_LinearSolver batchCUBLAS convolutionFFT2D fastWalshTransform histogram
+cudaTensorCoreGemm immaTensorCoreGemm alignedTypes"
+{
+  names=$(awk -F'|' '!/^#/ && NF > 1 {print $1}' "$work/samples.txt")
+  for n in $SLOW; do printf '%s\n' "$names" | grep -qx "$n" && echo "$n"; done
+  printf '%s\n' "$names" | grep -vxF -f <(printf '%s\n' $SLOW)
+} | while read -r n; do
+  if [ -n "${ONLY:-}" ]; then case " $ONLY " in *" $n "*) ;; *) continue ;; esac; fi
+  for b in $BUILDS; do [ -e "$work/$n/$n.$b" ] && echo "$n $b"; done
+done >"$work/jobs.txt"
+total=$(wc -l <"$work/jobs.txt")
+say "$total runs of (native, ferry, migrated), $PAR at a time, all ending by ${DEADLINE_S}s"
+
+: >"$out/runs.txt"
+export work out ferry native_lib port t_start DEADLINE_S RUN_TIMEOUT DRY_RUN total
+
+# run_one NAME BUILD MODE [VAR=VALUE...]: one run, in the sample's directory.
+run_one() {
+  local name=$1 b=$2 mode=$3
+  shift 3
+  local vars=("$@") line dir args regex
+  line=$(awk -F'|' -v n="$name" '$1 == n' "$work/samples.txt" | head -n 1)
+  IFS='|' read -r _ _ dir args regex <<<"$line"
+  local base=$out/$name.$b.$mode left t0 t1 rc limit
+  left=$(( t_start + DEADLINE_S - $(date +%s) ))
+  limit=$RUN_TIMEOUT
+  [ "$left" -lt "$limit" ] && limit=$left
+  if [ "$limit" -lt 5 ]; then
+    echo "skipped: time budget (${DEADLINE_S}s) spent" >"$base.err"
+    : >"$base.out"
+    echo "$name $b $mode rc=skip wall_s=0 pass=- note=budget" >>"$out/runs.txt"
+    return 1
+  fi
+  local cmd=()
+  if [ "$mode" = native ]; then
+    cmd=(env LD_LIBRARY_PATH="$native_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+         timeout -k 5 "$limit" "./$name.$b")
+  else
+    # ferry puts its own lib directory first; the math libraries come after
+    cmd=(env LD_LIBRARY_PATH="$native_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+         FERRY_DEVICES="tcp://127.0.0.1:$port/0" FERRY_STATS=1
+         FERRY_CONTROL_DIR="$work/sockets" ${vars[@]+"${vars[@]}"}
+         timeout -k 5 "$limit" "$ferry" run -- "./$name.$b")
+  fi
+  # shellcheck disable=SC2206 # args are words, as on a command line
+  [ -n "$args" ] && cmd+=($args)
+  if [ "$DRY_RUN" = 1 ]; then
+    echo "(cd $work/$dir && ${cmd[*]} >$base.out 2>$base.err)"
+    : >"$base.out"
+    : >"$base.err"
+    [ "$mode" = ferry ] && echo "ferry: stats: device=0 launches=10 backend=remote" >"$base.err"
+    echo "$name $b $mode rc=0 wall_s=0.00 pass=- dry_run" >>"$out/runs.txt"
+    return 0
+  fi
+  t0=$(date +%s.%N)
+  (cd "$work/$dir" && "${cmd[@]}" >"$base.out" 2>"$base.err" </dev/null)
+  rc=$?
+  t1=$(date +%s.%N)
+  local pass=-
+  if [ -n "$regex" ]; then
+    grep -qE -- "$regex" "$base.out" && pass=yes || pass=no
+  fi
+  local extra=
+  [ -n "${vars[*]:-}" ] && extra=" ${vars[*]}"
+  if [ "$mode" = migrated ]; then
+    extra="$extra moved=$(grep -cE 'device [0-9]+ now runs on' "$base.err")"
+  fi
+  [ "$rc" = 124 ] || [ "$rc" = 137 ] && extra="$extra timeout=${limit}s"
+  awk -v n="$name" -v b="$b" -v m="$mode" -v rc="$rc" -v a="$t0" -v z="$t1" -v p="$pass" -v e="$extra" \
+    'BEGIN { printf "%s %s %s rc=%s wall_s=%.2f pass=%s%s\n", n, b, m, rc, z - a, p, e }' >>"$out/runs.txt"
+  return 0
+}
+
+# job NAME BUILD: native, then ferry, then migrated at half the launches.
+job() {
+  local name=$1 b=$2 n k r=
+  run_one "$name" "$b" native
+  run_one "$name" "$b" ferry
+  n=$(sed -n 's/.*stats: device=0 launches=\([0-9]*\).*/\1/p' "$out/$name.$b.ferry.err" | tail -n 1)
+  if grep -q "^$name $b ferry rc=skip" "$out/runs.txt"; then
+    echo "$name $b migrated rc=skip wall_s=0 pass=- note=budget" >>"$out/runs.txt"
+    : >"$out/$name.$b.migrated.out"
+    echo "skipped: time budget (${DEADLINE_S}s) spent" >"$out/$name.$b.migrated.err"
+  elif [ -z "$n" ]; then
+    echo "$name $b migrated rc=skip wall_s=0 pass=- note=no-launch-count" >>"$out/runs.txt"
+    : >"$out/$name.$b.migrated.out"
+    echo "skipped: the ferry run printed no launch count" >"$out/$name.$b.migrated.err"
+  elif [ "$n" -eq 0 ]; then
+    echo "$name $b migrated rc=skip wall_s=0 pass=- note=no-launches" >>"$out/runs.txt"
+    : >"$out/$name.$b.migrated.out"
+    echo "skipped: the program launches no kernel" >"$out/$name.$b.migrated.err"
+  else
+    k=$(( n / 2 ))
+    [ "$k" -ge 1 ] || k=1
+    run_one "$name" "$b" migrated "FERRY_MIGRATE_AT=0:0:launch=$k"
+  fi
+  for m in native ferry migrated; do
+    r="$r $m:$(awk -v n="$name" -v b="$b" -v m="$m" '$1 == n && $2 == b && $3 == m {print $4; exit}' "$out/runs.txt" | sed 's/rc=//')"
+  done
+  printf '[%4ds] %-28s %-6s%s\n' $(( $(date +%s) - t_start )) "$name" "$b" "$r"
+}
+export -f run_one job
+
+# A last guard: xargs itself is stopped a little after the deadline.
+timeout -k 10 $(( DEADLINE_S + 30 )) \
+  xargs -a "$work/jobs.txt" -r -P "$PAR" -L 1 bash -c 'job "$1" "$2"' _
+say "runs done: $(wc -l <"$out/runs.txt") lines in $out/runs.txt"
+
+if command -v python3 >/dev/null; then
+  timeout 60 python3 "$here/report.py" "$out" >"$out/report.md" 2>"$out/report.err" &&
+    say "report: $out/report.md" && grep -E '^(\*\*|summary|- )' "$out/report.md" | head -n 20
+fi
+say "finished"
+exit 0
