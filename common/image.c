@@ -14,21 +14,6 @@
 #define SHT_NOBITS 8u
 #define PTX_PREFIX 16u  /* bytes of the start that must be printable */
 
-static uint16_t u16_at(const unsigned char *p) {
-  uint16_t v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-static uint32_t u32_at(const unsigned char *p) {
-  uint32_t v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-static uint64_t u64_at(const unsigned char *p) {
-  uint64_t v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
 
 /* off + n * each, or -1 when it overflows or ends past max */
 static int span_end(uint64_t off, uint64_t n, uint64_t each, uint64_t max, uint64_t *end) {
@@ -44,8 +29,8 @@ static int span_end(uint64_t off, uint64_t n, uint64_t each, uint64_t max, uint6
 static int fatbin_size(const unsigned char *p, uint64_t max, uint64_t *size) {
   if (max < 16)
     return -1;
-  uint16_t header = u16_at(p + 6);
-  uint64_t fat = u64_at(p + 8);
+  uint16_t header = ferry_u16_at(p + 6);
+  uint64_t fat = ferry_u64_at(p + 8);
   if (header < 16)
     return -1;
   return span_end(header, fat, 1, max, size);
@@ -54,13 +39,13 @@ static int fatbin_size(const unsigned char *p, uint64_t max, uint64_t *size) {
 /* the section count, which ELF keeps in section 0's sh_size when e_shnum
    cannot hold it */
 static int elf_shnum(const unsigned char *p, uint64_t max, uint64_t shoff, uint64_t *n) {
-  *n = u16_at(p + 60);
+  *n = ferry_u16_at(p + 60);
   if (*n || !shoff)
     return 0;
   uint64_t end;
   if (span_end(shoff, 1, ELF_SHDR, max, &end))
     return -1;
-  *n = u64_at(p + shoff + 32);
+  *n = ferry_u64_at(p + shoff + 32);
   return 0;
 }
 
@@ -77,8 +62,8 @@ static int cover(uint64_t *end, uint64_t off, uint64_t n, uint64_t each, uint64_
 static int elf_size(const unsigned char *p, uint64_t max, uint64_t *size) {
   if (max < ELF_HEADER || p[4] != 2 /* ELFCLASS64 */ || p[5] != 1 /* little endian */)
     return -1;
-  uint64_t phoff = u64_at(p + 32), shoff = u64_at(p + 40);
-  uint64_t phnum = u16_at(p + 56), phent = u16_at(p + 54), shent = u16_at(p + 58), shnum;
+  uint64_t phoff = ferry_u64_at(p + 32), shoff = ferry_u64_at(p + 40);
+  uint64_t phnum = ferry_u16_at(p + 56), phent = ferry_u16_at(p + 54), shent = ferry_u16_at(p + 58), shnum;
   uint64_t end = ELF_HEADER;
   if ((phnum && phent < ELF_PHDR) || elf_shnum(p, max, shoff, &shnum) ||
       (shnum && shent < ELF_SHDR))
@@ -89,7 +74,7 @@ static int elf_size(const unsigned char *p, uint64_t max, uint64_t *size) {
   /* the section headers are inside max now */
   for (uint64_t i = 0; i < shnum; i++) {
     const unsigned char *sh = p + shoff + i * shent;
-    if (u32_at(sh + 4) != SHT_NOBITS && cover(&end, u64_at(sh + 24), u64_at(sh + 32), 1, max))
+    if (ferry_u32_at(sh + 4) != SHT_NOBITS && cover(&end, ferry_u64_at(sh + 24), ferry_u64_at(sh + 32), 1, max))
       return -1;
   }
   *size = end;
@@ -118,7 +103,7 @@ static int wrapper_size(const unsigned char *p, uint64_t max, uint64_t *size) {
   if (max < 8 + sizeof data)
     return -1;
   memcpy(&data, p + 8, sizeof data);
-  if (!data || u32_at(data) != FERRY_FATBIN_MAGIC)
+  if (!data || ferry_u32_at(data) != FERRY_FATBIN_MAGIC)
     return -1;
   return fatbin_size(data, max, size);
 }
@@ -130,7 +115,7 @@ int ferry_image_size(const void *image, uint64_t max, uint64_t *size, const char
   int rc = -1;
   if (!p || !size || !kind || max == 0)
     return -1;
-  uint32_t magic = max >= 4 ? u32_at(p) : 0;
+  uint32_t magic = max >= 4 ? ferry_u32_at(p) : 0;
   if (magic == FERRY_FATBIN_MAGIC)
     rc = fatbin_size(p, max, &n), k = "fatbin";
   else if (magic == FERRY_WRAPPER_MAGIC)

@@ -7,6 +7,24 @@
 #define FERRY_IMAGE_H
 
 #include <stdint.h>
+#include <string.h>
+
+/* little-endian fields at any alignment (images are byte arrays) */
+static inline uint16_t ferry_u16_at(const unsigned char *p) {
+  uint16_t v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+static inline uint32_t ferry_u32_at(const unsigned char *p) {
+  uint32_t v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+static inline uint64_t ferry_u64_at(const unsigned char *p) {
+  uint64_t v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
 
 #define FERRY_FATBIN_MAGIC 0xBA55ED50u  /* fat binary container */
 #define FERRY_WRAPPER_MAGIC 0x466243B1u /* __cudaFatCudaBinary2 wrapper */

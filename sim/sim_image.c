@@ -24,21 +24,6 @@ struct names {
   size_t n, cap;
 };
 
-static uint16_t u16_at(const unsigned char *p) {
-  uint16_t v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-static uint32_t u32_at(const unsigned char *p) {
-  uint32_t v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-static uint64_t u64_at(const unsigned char *p) {
-  uint64_t v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
 
 /* adds the first len bytes of s once; -1 when out of memory */
 static int add_name(struct names *nm, const char *s, size_t len) {
@@ -75,8 +60,8 @@ static int section(const struct elf *e, uint64_t i, struct section *s) {
   if (i >= e->shnum)
     return -1;
   const unsigned char *h = e->p + e->shoff + i * e->shent;
-  *s = (struct section){u32_at(h), u32_at(h + 4), u32_at(h + 40), u64_at(h + 24), u64_at(h + 32),
-                        u64_at(h + 56)};
+  *s = (struct section){ferry_u32_at(h), ferry_u32_at(h + 4), ferry_u32_at(h + 40), ferry_u64_at(h + 24), ferry_u64_at(h + 32),
+                        ferry_u64_at(h + 56)};
   /* contents of NOBITS sections are not in the file */
   return s->type == SHT_NOBITS || s->off > e->size || s->size > e->size - s->off ? -1 : 0;
 }
@@ -102,7 +87,7 @@ static int symtab_names(const struct elf *e, const struct section *sym, struct n
   for (uint64_t i = 0; i < sym->size / sym->entsize; i++) {
     const unsigned char *s = e->p + sym->off + i * sym->entsize;
     size_t len;
-    const char *name = string_at(e, &str, u32_at(s), &len);
+    const char *name = string_at(e, &str, ferry_u32_at(s), &len);
     if ((s[4] & 0xf) == STT_FUNC && name && len && add_name(nm, name, len))
       return -1;
   }
@@ -110,11 +95,11 @@ static int symtab_names(const struct elf *e, const struct section *sym, struct n
 }
 
 static int elf_names(const unsigned char *p, uint64_t size, struct names *nm) {
-  struct elf e = {p, size, u64_at(p + 40), u16_at(p + 58), u16_at(p + 60)};
+  struct elf e = {p, size, ferry_u64_at(p + 40), ferry_u16_at(p + 58), ferry_u16_at(p + 60)};
   if (!e.shnum && e.shoff)
-    e.shnum = u64_at(p + e.shoff + 32); /* extended numbering, as ferry_image_size reads it */
+    e.shnum = ferry_u64_at(p + e.shoff + 32); /* extended numbering, as ferry_image_size reads it */
   struct section shstr, s;
-  int have_shstr = section(&e, u16_at(p + 62), &shstr) == 0;
+  int have_shstr = section(&e, ferry_u16_at(p + 62), &shstr) == 0;
   for (uint64_t i = 0; i < e.shnum; i++) {
     if (section(&e, i, &s))
       continue;

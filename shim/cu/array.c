@@ -10,11 +10,6 @@
 
 #define RT(a) ((cudaArray_t)(a))
 #define DEV(p) ((void *)(uintptr_t)(p))
-#define READY_THEN(expr)                                                                       \
-  __extension__({                                                                              \
-    CUresult rt_rc_ = ferry_cu_ready();                                                        \
-    rt_rc_ ? rt_rc_ : FERRY_CU_RT(expr);                                                       \
-  })
 
 /* CUarray_format and a channel count as the runtime's channel descriptor */
 static CUresult channel_desc(CUarray_format f, unsigned nch, struct cudaChannelFormatDesc *d) {

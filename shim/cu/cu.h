@@ -27,6 +27,21 @@ CUresult ferry_cu_result(int cuda_error);
     ferry_cu_result(cu_rt_e_);                                                                 \
   })
 
+/* a runtime entry point once the thread has a current context, or once
+   the driver is ready (calls that name their memory or object need no
+   context) */
+#define CURRENT_THEN(expr)                                                                     \
+  __extension__({                                                                              \
+    struct ferry_vgpu *ct_v_;                                                                  \
+    CUresult ct_rc_ = ferry_cu_current(&ct_v_);                                                \
+    ct_rc_ ? ct_rc_ : FERRY_CU_RT(expr);                                                       \
+  })
+#define READY_THEN(expr)                                                                       \
+  __extension__({                                                                              \
+    CUresult rt_rc_ = ferry_cu_ready();                                                        \
+    rt_rc_ ? rt_rc_ : FERRY_CU_RT(expr);                                                       \
+  })
+
 /* cuInit has run (CUDA_ERROR_NOT_INITIALIZED otherwise); then connects */
 CUresult ferry_cu_ready(void);
 /* the calling thread's current context's vGPU (it becomes the runtime's

@@ -9,18 +9,6 @@
 #include "shim/cu/cu.h"
 
 #define DEV(p) ((void *)(uintptr_t)(p))
-#define CURRENT_THEN(expr)                                                                     \
-  __extension__({                                                                              \
-    struct ferry_vgpu *ct_v_;                                                                  \
-    CUresult ct_rc_ = ferry_cu_current(&ct_v_);                                                \
-    ct_rc_ ? ct_rc_ : FERRY_CU_RT(expr);                                                       \
-  })
-/* calls that name their memory need the driver, not a context */
-#define READY_THEN(expr)                                                                       \
-  __extension__({                                                                              \
-    CUresult rt_rc_ = ferry_cu_ready();                                                        \
-    rt_rc_ ? rt_rc_ : FERRY_CU_RT(expr);                                                       \
-  })
 
 /* ---- allocation ---- */
 CUresult cuMemAlloc(CUdeviceptr *dptr, size_t size) {

@@ -10,17 +10,6 @@
 
 #define S(s) ((cudaStream_t)(s))
 #define E(e) ((cudaEvent_t)(e))
-#define CURRENT_THEN(expr)                                                                     \
-  __extension__({                                                                              \
-    struct ferry_vgpu *ct_v_;                                                                  \
-    CUresult ct_rc_ = ferry_cu_current(&ct_v_);                                                \
-    ct_rc_ ? ct_rc_ : FERRY_CU_RT(expr);                                                       \
-  })
-#define READY_THEN(expr)                                                                       \
-  __extension__({                                                                              \
-    CUresult rt_rc_ = ferry_cu_ready();                                                        \
-    rt_rc_ ? rt_rc_ : FERRY_CU_RT(expr);                                                       \
-  })
 
 /* CU_STREAM_NON_BLOCKING is cudaStreamNonBlocking */
 CUresult cuStreamCreate(CUstream *s, unsigned int flags) {

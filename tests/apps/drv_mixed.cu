@@ -23,6 +23,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include "cuda_check.h"
 #include "drv_check.h"
 
 // runtime calls: the same lines, with the cudaError_t's name
@@ -30,14 +31,7 @@ static void rt_check(cudaError_t e, const char *file, int line, const char *what
   drv_check(e == cudaSuccess, file, line, what, e == cudaSuccess ? NULL : cudaGetErrorName(e));
 }
 #define RT(call) rt_check((call), __FILE__, __LINE__, #call)
-#define RT_MUST(call)                                                                          \
-  do {                                                                                         \
-    cudaError_t e_ = (call);                                                                   \
-    if (e_ != cudaSuccess) {                                                                   \
-      printf("FAIL %s:%d: %s -> %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_));       \
-      exit(3);                                                                                 \
-    }                                                                                          \
-  } while (0)
+#define RT_MUST(call) CHECK(call) /* cuda_check.h: says where and why, exits 3 */
 
 static const int BLOCK = 256;
 static const int SNAP = 256;

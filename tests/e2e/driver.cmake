@@ -29,7 +29,7 @@ add_custom_command(
   COMMENT "nvcc -fatbin/-cubin/-ptx drv_kernels.cu"
   VERBATIM)
 
-set(FERRY_DRV_DEPS ${FERRY_DRV_SRC}/drv_check.h)
+set(FERRY_DRV_DEPS ${FERRY_DRV_SRC}/drv_check.h ${FERRY_DRV_SRC}/cuda_check.h)
 # C programs: the host compiler, cuda.h, the driver stub; nothing of ferry's
 foreach(app drv_tour drv_unsupported drv_export)
   add_custom_command(
