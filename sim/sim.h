@@ -216,6 +216,9 @@ CUresult sim_copy3d(const CUDA_MEMCPY3D *c);
 uint64_t sim_now_ns(void);
 
 /* the individual entry points, grouped by file */
+/* shared memory per SM the simulation reports (228 KiB, as an H100's) */
+#define SIM_SMEM_PER_SM 233472
+
 #define SIM_DECLARE(member, symbol, params) CUresult sim_##member params;
 FERRY_DRIVER_FUNCS(SIM_DECLARE)
 #undef SIM_DECLARE

@@ -412,8 +412,8 @@ CUresult sim_OccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *blocks, CUf
     n = 32;
   if (dynamic_smem > (size_t)f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES])
     n = 0;
-  else if (dynamic_smem && (int)(233472 / (dynamic_smem + 1024)) < n)
-    n = (int)(233472 / (dynamic_smem + 1024));
+  else if (dynamic_smem && (int)(SIM_SMEM_PER_SM / (dynamic_smem + 1024)) < n)
+    n = (int)(SIM_SMEM_PER_SM / (dynamic_smem + 1024));
   *blocks = n;
   return sim_leave(CUDA_SUCCESS);
 }
@@ -531,8 +531,7 @@ CUresult sim_LaunchKernelEx(const CUlaunchConfig *config, CUfunction fn, void **
   return sim_leave(r);
 }
 
-/* the shared memory per SM the simulation reports (233472 = 228 KiB) shared
-   by num_blocks blocks, each also paying 1 KiB the driver reserves, and
+/* the shared memory per SM the simulation reports shared by num_blocks blocks, each also paying 1 KiB the driver reserves, and
    capped by what one block may opt into */
 CUresult sim_OccupancyAvailableDynamicSMemPerBlock(size_t *bytes, CUfunction fn, int num_blocks,
                                                    int block_size) {
@@ -544,7 +543,7 @@ CUresult sim_OccupancyAvailableDynamicSMemPerBlock(size_t *bytes, CUfunction fn,
     return sim_leave(CUDA_ERROR_INVALID_HANDLE);
   if (!bytes || num_blocks <= 0 || block_size <= 0 || block_size > 1024)
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
-  size_t per = 233472 / (size_t)num_blocks, reserved = 1024;
+  size_t per = SIM_SMEM_PER_SM / (size_t)num_blocks, reserved = 1024;
   per = per > reserved ? per - reserved : 0;
   if (per > (size_t)f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES])
     per = (size_t)f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES];

@@ -39,18 +39,6 @@ toured() {
   expect_not_in "$1.err" "loads neither"
 }
 
-# migrated LABEL: exactly one migration, which succeeded (migrate.sh's check)
-migrated() {
-  expect_in "$1.err" "ferry: device 0 now runs on local GPU 0"
-  expect_not_in "$1.err" "migration of device .* failed"
-  n=$(grep -c "now runs on local GPU" "$work/$1.err")
-  [ "$n" = 1 ] || fail "$1: $n migration messages, expected 1"
-  [ -z "$helper_policy" ] || expect_in "$1.err" "now runs on local GPU 0 in ferry-mhelper pid"
-  if grep -q "^device memory in use at exit" "$work/$1.out"; then
-    expect_in "$1.out" "^device memory in use at exit: 0$"
-  fi
-}
-
 # migrate_at KS LABEL_PREFIX APP ARGS...: for each launch count k in KS the
 # program, migrated at launch k, passes and ends as the reference run
 # ($want, $launches) did

@@ -136,3 +136,17 @@ expect_reply() {
   echo "$reply" | grep -Eq -- "$2" || fail "'$1' got '$reply', expected /$2/"
 }
 
+
+# migrated LABEL [GPU]: exactly one migration, which succeeded (onto a
+# ferry-mhelper where $helper_policy is set); the local GPU (the simulation)
+# holds no memory once the program freed its own
+migrated() {
+  expect_in "$1.err" "ferry: device 0 now runs on local GPU ${2:-0}"
+  expect_not_in "$1.err" "migration of device .* failed"
+  n=$(grep -c "now runs on local GPU" "$work/$1.err")
+  [ "$n" = 1 ] || fail "$1: $n migration messages, expected 1"
+  [ -z "${helper_policy:-}" ] || expect_in "$1.err" "now runs on local GPU ${2:-0} in ferry-mhelper pid"
+  if grep -q "^device memory in use at exit" "$work/$1.out"; then
+    expect_in "$1.out" "^device memory in use at exit: 0$"
+  fi
+}

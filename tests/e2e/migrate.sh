@@ -48,19 +48,6 @@ same_result() {
   [ "$got" = "$want" ] || fail "$1: checksum $got after $n iterations, $want without migration"
 }
 
-# migrated LABEL [GPU]: exactly one migration, which succeeded; the local
-# GPU (the simulation) holds no memory once the program freed its own
-migrated() {
-  expect_in "$1.err" "ferry: device 0 now runs on local GPU ${2:-0}"
-  expect_not_in "$1.err" "migration of device .* failed"
-  n=$(grep -c "now runs on local GPU" "$work/$1.err")
-  [ "$n" = 1 ] || fail "$1: $n migration messages, expected 1"
-  [ -z "$helper_policy" ] || expect_in "$1.err" "now runs on local GPU ${2:-0} in ferry-mhelper pid"
-  if grep -q "^device memory in use at exit" "$work/$1.out"; then
-    expect_in "$1.out" "^device memory in use at exit: 0$"
-  fi
-}
-
 # failed_once LABEL GPU: one migration failed with a reason, none succeeded
 failed_once() {
   expect_not_in "$1.err" "now runs on local GPU"

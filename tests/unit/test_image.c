@@ -14,24 +14,7 @@
 #include <cmocka.h>
 
 #include "common/image.h"
-
-/* a file's bytes, with a NUL after them (PTX files have none) */
-static unsigned char *slurp(const char *name, uint64_t *len) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/%s", IMAGE_DIR, name);
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *p = malloc((size_t)n + 1);
-  assert_non_null(p);
-  assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
-  p[n] = '\0';
-  fclose(f);
-  *len = (uint64_t)n;
-  return p;
-}
+#include "image_files.h"
 
 /* the image with exactly max readable bytes: a copy in a buffer of that size */
 static int size_within(const void *image, uint64_t max, uint64_t *size, const char **kind) {

@@ -212,21 +212,7 @@ static void test_modules_and_params(void **state) {
   assert_int_equal(d->ModuleUnload(m), CUDA_ERROR_INVALID_HANDLE);
 }
 
-/* nvcc's images of tests/unit/image_kernels.cu, NUL-terminated */
-static unsigned char *slurp(const char *name) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/%s", IMAGE_DIR, name);
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *p = calloc(1, (size_t)n + 1);
-  assert_non_null(p);
-  assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  return p;
-}
+#include "image_files.h"
 
 /* a cubin or PTX module has the kernels its image names (inc, only_here),
    each run by its twin; a twin it does not name (poke) is not found */
@@ -251,8 +237,8 @@ static void check_named_module(const void *image) {
 
 static void test_module_images(void **state) {
   (void)state;
-  unsigned char *cubin = slurp("kernels.cubin"), *ptx = slurp("kernels.ptx");
-  unsigned char *fb = slurp("kernels.fatbin");
+  unsigned char *cubin = slurp("kernels.cubin", NULL), *ptx = slurp("kernels.ptx", NULL);
+  unsigned char *fb = slurp("kernels.fatbin", NULL);
   check_named_module(cubin);
   check_named_module(ptx);
   /* from a container any twin is taken, as before */
