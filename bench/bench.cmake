@@ -39,3 +39,22 @@ add_custom_target(ferry_bench_mig_apps ALL DEPENDS ${FERRY_MIG_BENCH_APPS})
 # CPU twins of their kernels, for runs on the simulation (FERRY_BENCH_SIM=1)
 add_library(bench_twins MODULE ${CMAKE_SOURCE_DIR}/bench/twins/bench_twins.c)
 set_target_properties(bench_twins PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+
+# The math libraries (issue 10): cuBLAS and cuFFT loops and a program that
+# mixes cuBLAS with its own kernels, in both runtime builds
+# (bench/run_libs_gpu.sh). Like cuda-samples, the libraries are linked
+# dynamically; only the CUDA runtime differs.
+set(FERRY_LIBS_APPS)
+foreach(build shared static)
+  set(out ${CMAKE_BINARY_DIR}/bench/bench_libs_${build})
+  add_custom_command(
+    OUTPUT ${out}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/bench
+    COMMAND ${FERRY_NVCC} -cudart ${build} -arch=sm_90 -O2 -o ${out}
+            ${CMAKE_SOURCE_DIR}/bench/apps/bench_libs.cu -lcublas -lcufft
+    DEPENDS ${CMAKE_SOURCE_DIR}/bench/apps/bench_libs.cu ${CMAKE_SOURCE_DIR}/tests/apps/cuda_check.h
+    COMMENT "nvcc -cudart ${build} bench_libs.cu -lcublas -lcufft"
+    VERBATIM)
+  list(APPEND FERRY_LIBS_APPS ${out})
+endforeach()
+add_custom_target(ferry_bench_libs ALL DEPENDS ${FERRY_LIBS_APPS})

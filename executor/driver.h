@@ -90,6 +90,9 @@
     (int *blocks, CUfunction fn, int block_size, size_t dynamic_smem, unsigned int flags))    \
   X(OccupancyAvailableDynamicSMemPerBlock, "cuOccupancyAvailableDynamicSMemPerBlock",             \
     (size_t * bytes, CUfunction fn, int num_blocks, int block_size))                          \
+  X(OccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters",                              \
+    (int *clusters, CUfunction fn, const CUlaunchConfig *config))                             \
+  X(GetExportTable, "cuGetExportTable", (const void **table, const CUuuid *id))               \
   X(StreamCreateWithPriority, "cuStreamCreateWithPriority",                                   \
     (CUstream * stream, unsigned int flags, int priority))                                    \
   X(StreamDestroy, "cuStreamDestroy_v2", (CUstream stream))                                   \

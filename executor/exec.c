@@ -145,6 +145,7 @@ static void free_all(struct ferry_exec *ex, int driver_ok) {
   exec_free_streams_events(ex, driver_ok);
   exec_free_arrays(ex, driver_ok);
   exec_free_memory(ex, driver_ok);
+  exec_free_ctx_objects(ex);
 }
 
 void ferry_exec_close(struct ferry_exec *ex) {
@@ -175,6 +176,7 @@ void ferry_exec_close(struct ferry_exec *ex) {
   free(ex->events);
   free(ex->mods);
   free(ex->host_regs);
+  free(ex->ctx_objects);
   free(ex);
 }
 

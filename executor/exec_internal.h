@@ -98,6 +98,9 @@ struct ferry_exec {
   uint64_t max_mem, mapped;          /* device memory mapped with mem_map */
   int deferred_logged, mem_logged;
 
+  void **ctx_objects; /* by client id: the driver's private per-context objects (exec_private.c) */
+  uint32_t nctx_objects;
+
   CUarray *arrays; /* by client id; NULL = unused (exec_array.c) */
   uint32_t narrays;
   /* texture and surface objects this session created (values are the
@@ -178,6 +181,12 @@ int exec_push(struct ferry_exec *ex, struct exec_xfer *x, uint64_t len, struct f
 
 /* unregisters what host_register page-locked (exec_host.c) */
 void exec_free_host(struct ferry_exec *ex, int driver_ok);
+
+/* grows a NULL-initialised table of pointers to hold index id; -1: no memory */
+int exec_grow(void ***table, uint32_t *n, uint32_t id);
+
+/* forgets the driver's private per-context objects (exec_private.c) */
+void exec_free_ctx_objects(struct ferry_exec *ex);
 
 /* destroys texture/surface objects and arrays (exec_array.c) */
 void exec_free_arrays(struct ferry_exec *ex, int driver_ok);

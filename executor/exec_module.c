@@ -519,3 +519,28 @@ int ferry_x_occupancy(struct ferry_exec *ex, const struct ferry_occupancy_args *
   r->blocks = blocks;
   return err;
 }
+
+int ferry_x_occupancy_clusters(struct ferry_exec *ex, const struct ferry_occupancy_clusters_args *a,
+                               struct ferry_occupancy_clusters_rets *r, struct ferry_io *io) {
+  (void)io;
+  struct exec_func *f;
+  CUlaunchAttribute attrs[FERRY_MAX_LAUNCH_ATTRS];
+  int err = exec_func(ex, a->func, &f);
+  if (err)
+    return err;
+  if (a->attrs.len % sizeof *attrs || a->attrs.len / sizeof *attrs > FERRY_MAX_LAUNCH_ATTRS)
+    return EXEC_INVALID_VALUE;
+  unsigned n = a->attrs.len / (unsigned)sizeof *attrs;
+  if (n)
+    memcpy(attrs, a->attrs.ptr, a->attrs.len);
+  for (unsigned i = 0; i < n; i++)
+    if (!attr_is_plain(attrs[i].id))
+      return EXEC_INVALID_VALUE;
+  CUlaunchConfig cfg = {.gridDimX = a->gx, .gridDimY = a->gy, .gridDimZ = a->gz,
+                        .blockDimX = a->bx, .blockDimY = a->by, .blockDimZ = a->bz,
+                        .sharedMemBytes = a->shmem, .attrs = n ? attrs : NULL, .numAttrs = n};
+  int clusters = 0;
+  err = CU(ex->d->OccupancyMaxActiveClusters(&clusters, f->fn, &cfg));
+  r->clusters = clusters;
+  return err;
+}

@@ -8,8 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* grows a NULL-initialised table of pointers to hold index id */
-static int grow(void ***table, uint32_t *n, uint32_t id) {
+int exec_grow(void ***table, uint32_t *n, uint32_t id) {
   if (id < *n)
     return 0;
   uint32_t cap = *n ? *n : 16;
@@ -66,7 +65,7 @@ int ferry_x_stream_create(struct ferry_exec *ex, const struct ferry_stream_creat
   (void)r, (void)io;
   if (a->stream <= 2 || a->stream >= EXEC_MAX_STREAM_ID)
     return EXEC_INVALID_VALUE;
-  if (grow((void ***)&ex->streams, &ex->nstreams, a->stream))
+  if (exec_grow((void ***)&ex->streams, &ex->nstreams, a->stream))
     return EXEC_MEMORY_ALLOCATION;
   if (ex->streams[a->stream])
     return EXEC_INVALID_VALUE; /* the client reused a live id */
@@ -125,7 +124,7 @@ int ferry_x_event_create(struct ferry_exec *ex, const struct ferry_event_create_
   (void)r, (void)io;
   if (a->event >= EXEC_MAX_EVENT_ID)
     return EXEC_INVALID_VALUE;
-  if (grow((void ***)&ex->events, &ex->nevents, a->event))
+  if (exec_grow((void ***)&ex->events, &ex->nevents, a->event))
     return EXEC_MEMORY_ALLOCATION;
   if (ex->events[a->event])
     return EXEC_INVALID_VALUE;

@@ -12,13 +12,14 @@
 
 /* key kinds (key_hi's top byte) */
 enum { K_MAP = 1, K_MODULE, K_STREAM, K_EVENT, K_ARRAY, K_TEX, K_SURF, K_FLAGS, K_LIMIT,
-       K_CACHE, K_FUNC_ATTR, K_FUNC_CACHE, K_EVENT_RECORD, K_MODULE_FUNC };
+       K_CACHE, K_FUNC_ATTR, K_FUNC_CACHE, K_EVENT_RECORD, K_MODULE_FUNC,
+       K_CTX_OBJECT };
 #define KEY(kind, id) ((uint64_t)(kind) << 56 | (uint64_t)(id))
 
 /* what a call does to the log; ONCE: only the first record of a key
    stays, where a later one must not move it (module_function: indexes
    follow the order of first resolution) */
-enum action { PLAIN, CREATE, DESTROY, SET, RESET, ONCE };
+enum action { PLAIN, CREATE, DESTROY, SET, RESET, ONCE, SKIP };
 
 #define ARGS_FIT(name, flags, args, rets)                                                      \
   _Static_assert(!((flags) & RECORD) || sizeof(struct ferry_##name##_args) <= FERRY_RECORD_ARGS_BYTES, \
@@ -66,6 +67,14 @@ static enum action classify(unsigned call, const void *a, const void *rets, uint
                                  (f ? f->index : 0));
     return ONCE;
   }
+  /* the driver frees these with its context (a reset) */
+  case FERRY_CALL_ctx_object_create:
+    /* an object the driver gave before is already in the log */
+    if (rets && ((const struct ferry_ctx_object_create_rets *)rets)->same_as) return SKIP;
+    /* keyed by its stream too, so that kill_stream_objects finds it */
+    *hi = KEY(K_CTX_OBJECT, ((const struct ferry_ctx_object_create_args *)a)->stream);
+    *lo = ((const struct ferry_ctx_object_create_args *)a)->object;
+    return CREATE;
   case FERRY_CALL_device_reset: return RESET;
 #undef ID
   default: return PLAIN;
@@ -155,6 +164,14 @@ static void kill_module_funcs(struct ferry_recorder *r, uint64_t module) {
   }
 }
 
+/* the driver's objects of a destroyed stream are not made again */
+static void kill_stream_objects(struct ferry_recorder *r, uint64_t stream) {
+  for (size_t i = 0; i < r->n; i++) {
+    struct ferry_record *rec = &r->recs[i];
+    if (rec->live && rec->key_hi == KEY(K_CTX_OBJECT, stream)) kill_key(r, rec->key_hi, rec->key_lo);
+  }
+}
+
 void ferry_recorder_init(struct ferry_recorder *r) {
   memset(r, 0, sizeof *r);
   pthread_mutex_init(&r->lock, NULL);
@@ -225,10 +242,12 @@ int ferry_record(struct ferry_recorder *r, unsigned call, const void *args, cons
   int rc = 0;
   pthread_mutex_lock(&r->lock);
   switch (act) {
+  case SKIP: break;
   case RESET: clear(r); break; /* a reset device has none of the earlier state */
   case DESTROY:
     kill_key(r, hi, lo);
     if (call == FERRY_CALL_module_unload) kill_module_funcs(r, lo);
+    if (call == FERRY_CALL_stream_destroy) kill_stream_objects(r, lo);
     if (call == FERRY_CALL_event_destroy) kill_key(r, KEY(K_EVENT_RECORD, 0), lo);
     break;
   case ONCE:

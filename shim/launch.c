@@ -347,3 +347,32 @@ cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t *bytes, const void 
   if (!rc) *bytes = (size_t)r.bytes;
   return ferry_ret(rc);
 }
+
+int ferry_occupancy_clusters(struct ferry_vgpu *v, uint32_t func, dim3 grid, dim3 block,
+                             size_t smem, const void *attrs, unsigned nattrs, int *clusters) {
+  if (!clusters || smem > UINT32_MAX) return cudaErrorInvalidValue;
+  CUlaunchAttribute plain[FERRY_MAX_LAUNCH_ATTRS];
+  uint32_t n;
+  unsigned flags = 0; /* cooperative or not, the count is the same */
+  int rc = ferry_launch_attrs(attrs, nattrs, plain, &n, &flags);
+  if (rc) return rc;
+  struct ferry_occupancy_clusters_args a = {
+      .func = func, .gx = grid.x, .gy = grid.y, .gz = grid.z, .bx = block.x, .by = block.y,
+      .bz = block.z, .shmem = (uint32_t)smem, .attrs = {n ? plain : NULL, n * (uint32_t)sizeof *plain}};
+  struct ferry_occupancy_clusters_rets r;
+  rc = ferry_call(v, FERRY_CALL_occupancy_clusters, &a, &r, NULL);
+  if (!rc) *clusters = r.clusters;
+  return rc;
+}
+
+cudaError_t cudaOccupancyMaxActiveClusters(int *clusters, const void *func,
+                                           const cudaLaunchConfig_t *config) {
+  if (!config) return ferry_ret(cudaErrorInvalidValue);
+  struct ferry_vgpu *v;
+  uint32_t id;
+  int rc = current_func(func, &v, &id);
+  if (!rc)
+    rc = ferry_occupancy_clusters(v, id, config->gridDim, config->blockDim,
+                                  config->dynamicSmemBytes, config->attrs, config->numAttrs, clusters);
+  return ferry_ret(rc);
+}

@@ -272,6 +272,9 @@ int ferry_kernel_func_id(struct ferry_kernel *k, struct ferry_vgpu *v, uint32_t 
    and *flags (cooperative); unsupported ones are said and refused (launch.c) */
 int ferry_launch_attrs(const void *attrs, unsigned num, CUlaunchAttribute *out, uint32_t *n,
                        unsigned *flags);
+/* cudaOccupancyMaxActiveClusters / cuOccupancyMaxActiveClusters on v */
+int ferry_occupancy_clusters(struct ferry_vgpu *v, uint32_t func, dim3 grid, dim3 block,
+                             size_t smem, const void *attrs, unsigned nattrs, int *clusters);
 /* CUDA's checks of a launch configuration against v's limits */
 int ferry_launch_check(const struct ferry_vgpu *v, dim3 grid, dim3 block);
 /* a fresh module id (fat binaries and driver modules share one space) */

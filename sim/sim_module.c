@@ -550,3 +550,40 @@ CUresult sim_OccupancyAvailableDynamicSMemPerBlock(size_t *bytes, CUfunction fn,
   *bytes = per;
   return sim_leave(CUDA_SUCCESS);
 }
+
+/* clusters of the launch's cluster size (1 without one) that fit on the
+   device at once: the blocks one SM holds, over all SMs, as whole clusters */
+CUresult sim_OccupancyMaxActiveClusters(int *clusters, CUfunction fn, const CUlaunchConfig *config) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  struct sim_func *f = sim_lookup(fn, SIM_FUNC);
+  if (!f)
+    return sim_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!clusters || !config || (config->numAttrs && !config->attrs))
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  unsigned x = 1, y = 1, z = 1;
+  for (unsigned i = 0; i < config->numAttrs; i++)
+    if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      x = config->attrs[i].value.clusterDim.x;
+      y = config->attrs[i].value.clusterDim.y;
+      z = config->attrs[i].value.clusterDim.z;
+      if ((r = check_cluster(f, config, x, y, z)))
+        return sim_leave(r);
+    }
+  uint64_t threads = (uint64_t)config->blockDimX * config->blockDimY * config->blockDimZ;
+  if (!threads || threads > 1024)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  int dev = (int)(sim_cur() - sim.devs);
+  sim_leave(CUDA_SUCCESS);
+  int per_sm = 0;
+  r = sim_OccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&per_sm, fn, (int)threads,
+                                                             config->sharedMemBytes, 0);
+  if (r)
+    return r;
+  int sms = 0;
+  if ((r = sim_DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)))
+    return r;
+  *clusters = (int)((uint64_t)sms * (uint64_t)per_sm / ((uint64_t)x * y * z));
+  return CUDA_SUCCESS;
+}

@@ -163,6 +163,14 @@ def main(outdir):
                 errs = [l for l in read(base + ".ferry.err").splitlines() + read(base + ".ferry.out").splitlines()
                         if "error" in l.lower()]
                 note = errs[-1][:160] if errs else ""
+            for pct in (25, 75):  # MIGRATE_PCTS beside 50 (run_gpu.sh)
+                extra = runs.get((name, build, f"migrated{pct}"))
+                if extra:
+                    out_x = read(base + f".migrated{pct}.out")
+                    same = compare(read(base + ".native.out"), out_x)
+                    moved = "moved" if extra.get("moved", "0") != "0" else "did not move"
+                    note = (note + "; " if note else "") + \
+                        f"at {pct} %: {result(extra)}, {same}, {moved}"
             if r["migrated"] and r["migrated"].get("note"):
                 note = (note + "; " if note else "") + "not migrated: " + r["migrated"]["note"]
             elif r["migrated"] and r["migrated"].get("moved") == "0" and r["migrated"].get("rc") != "skip":

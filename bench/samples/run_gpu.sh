@@ -21,6 +21,9 @@
 #                     would get less than 5 s are skipped (recorded)
 #   RUN_TIMEOUT=120   timeout of one run
 #   ONLY="a b"        only these samples; BUILDS="shared static"
+#   MIGRATE_PCTS="50" where the migrated runs move (per cent of the ferry
+#                     run's launches); 50 is mode "migrated", others
+#                     "migrated<pct>" (report.py notes them)
 #   CUDA_RUNTIME_DIR  NVIDIA's libraries for native runs and for the math
 #                     libraries under ferry (default /usr/local/cuda/lib64)
 #   FERRY_BACKEND     server backend (default cuda)
@@ -190,7 +193,7 @@ run_one() {
   fi
   local extra=
   [ -n "${vars[*]:-}" ] && extra=" ${vars[*]}"
-  if [ "$mode" = migrated ]; then
+  if [ "${mode#migrated}" != "$mode" ]; then
     extra="$extra moved=$(grep -cE 'device [0-9]+ now runs on' "$base.err")"
   fi
   [ "$rc" = 124 ] || [ "$rc" = 137 ] && extra="$extra timeout=${limit}s"
@@ -201,7 +204,7 @@ run_one() {
 
 # job NAME BUILD: native, then ferry, then migrated at half the launches.
 job() {
-  local name=$1 b=$2 n k r=
+  local name=$1 b=$2 n k r= pct mode
   run_one "$name" "$b" native
   run_one "$name" "$b" ferry
   n=$(sed -n 's/.*stats: device=0 launches=\([0-9]*\).*/\1/p' "$out/$name.$b.ferry.err" | tail -n 1)
@@ -218,9 +221,13 @@ job() {
     : >"$out/$name.$b.migrated.out"
     echo "skipped: the program launches no kernel" >"$out/$name.$b.migrated.err"
   else
-    k=$(( n / 2 ))
-    [ "$k" -ge 1 ] || k=1
-    run_one "$name" "$b" migrated "FERRY_MIGRATE_AT=0:0:launch=$k"
+    for pct in ${MIGRATE_PCTS:-50}; do
+      k=$(( n * pct / 100 ))
+      [ "$k" -ge 1 ] || k=1
+      mode=migrated
+      [ "$pct" = 50 ] || mode=migrated$pct
+      run_one "$name" "$b" "$mode" "FERRY_MIGRATE_AT=0:0:launch=$k"
+    done
   fi
   for m in native ferry migrated; do
     r="$r $m:$(awk -v n="$name" -v b="$b" -v m="$m" '$1 == n && $2 == b && $3 == m {print $4; exit}' "$out/runs.txt" | sed 's/rc=//')"

@@ -81,6 +81,11 @@ cudaError_t cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms *p);
 cudaError_t cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms *p, cudaStream_t s);
 /* after a reset of vgpu: its modules die and its globals are forgotten (module.c) */
 void ferry_cu_modules_forget(int vgpu);
+/* TOOLS_CONTEXT entries 51 and 39, served by the executor (ctx_objects.c);
+   forget: a reset of vgpu freed the driver's objects */
+CUresult ferry_cu_ctx_object(CUcontext ctx, CUstream stream, void **out);
+CUresult ferry_cu_ctx_object_query(CUcontext ctx, void *object, uint64_t *value);
+void ferry_cu_ctx_objects_forget(int vgpu);
 /* the context is gone: its context-local values are dropped, their
    destructors run (export.c) */
 void ferry_cu_cls_drop(CUcontext ctx);

@@ -236,7 +236,8 @@ static CUresult integrity(unsigned version, uint64_t seconds, uint64_t result[2]
   return CUDA_SUCCESS;
 }
 
-/* ---- TOOLS_CONTEXT (cuBLAS, cuBLASLt, cuFFT): only the context's id is known ---- */
+/* ---- TOOLS_CONTEXT (cuBLAS, cuBLASLt, cuFFT): the context's id; 51 and 39
+   are passed to the driver (ctx_objects.c) ---- */
 static CUresult tools_ctx_id(CUcontext ctx, uint64_t *id) {
   if (!id) return CUDA_ERROR_UNKNOWN;
   return cuCtxGetId(ctx, (unsigned long long *)id);
@@ -244,7 +245,7 @@ static CUresult tools_ctx_id(CUcontext ctx, uint64_t *id) {
 #define U(n) UNKNOWN(TOOLS_CONTEXT, n)
 U(1) U(2) U(3) U(5) U(6) U(7) U(8) U(9) U(10) U(11) U(12) U(13) U(14) U(15) U(16) U(17) U(18) U(19)
 U(20) U(21) U(22) U(23) U(24) U(25) U(26) U(27) U(28) U(29) U(30) U(31) U(32) U(33) U(34) U(35)
-U(36) U(37) U(38) U(39) U(40) U(41) U(42) U(43) U(44) U(45) U(46) U(47) U(48) U(49) U(50) U(51)
+U(36) U(37) U(38) U(40) U(41) U(42) U(43) U(44) U(45) U(46) U(47) U(48) U(49) U(50)
 U(52) U(53) U(54) U(55) U(56) U(57) U(58) U(59) U(60) U(61) U(62) U(63)
 #undef U
 #define T(n) FN(TOOLS_CONTEXT_##n)
@@ -252,8 +253,8 @@ static const slot tools_context[64] = {
     SIZE(64), T(1),  T(2),  T(3),  FN(tools_ctx_id), T(5), T(6), T(7), T(8), T(9), T(10), T(11),
     T(12), T(13), T(14), T(15), T(16), T(17), T(18), T(19), T(20), T(21), T(22), T(23), T(24),
     T(25), T(26), T(27), T(28), T(29), T(30), T(31), T(32), T(33), T(34), T(35), T(36), T(37),
-    T(38), T(39), T(40), T(41), T(42), T(43), T(44), T(45), T(46), T(47), T(48), T(49), T(50),
-    T(51), T(52), T(53), T(54), T(55), T(56), T(57), T(58), T(59), T(60), T(61), T(62), T(63)};
+    T(38), FN(ferry_cu_ctx_object_query), T(40), T(41), T(42), T(43), T(44), T(45), T(46), T(47), T(48), T(49), T(50),
+    FN(ferry_cu_ctx_object), T(52), T(53), T(54), T(55), T(56), T(57), T(58), T(59), T(60), T(61), T(62), T(63)};
 #undef T
 
 /* ---- TOOLS_MODULE (cuFFT): nothing decoded ---- */

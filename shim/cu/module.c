@@ -328,6 +328,7 @@ void ferry_cu_modules_forget(int vgpu) {
   nglobals = keep;
   pthread_mutex_unlock(&globals_lock);
   ferry_cu_cls_drop(ferry_cu_primary(vgpu));
+  ferry_cu_ctx_objects_forget(vgpu);
 }
 
 CUresult ferry_cu_global(struct ferry_vgpu *v, uint32_t module, const char *name, CUdeviceptr *dptr,
@@ -623,6 +624,19 @@ CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *bytes, CUfunction h, in
   CUresult rc = func_id(h, &v, &a.func);
   if (!rc) rc = FERRY_CU_RT(ferry_call(v, FERRY_CALL_occupancy_smem, &a, &r, NULL));
   if (!rc) *bytes = (size_t)r.bytes;
+  return rc;
+}
+
+CUresult cuOccupancyMaxActiveClusters(int *clusters, CUfunction h, const CUlaunchConfig *c) {
+  struct ferry_vgpu *v;
+  uint32_t id;
+  if (!c) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = func_id(h, &v, &id);
+  if (!rc)
+    rc = FERRY_CU_RT(ferry_occupancy_clusters(
+        v, id, (dim3){c->gridDimX, c->gridDimY, c->gridDimZ},
+        (dim3){c->blockDimX, c->blockDimY, c->blockDimZ}, c->sharedMemBytes, c->attrs, c->numAttrs,
+        clusters));
   return rc;
 }
 

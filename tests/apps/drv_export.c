@@ -145,14 +145,49 @@ int main(int argc, char **argv) {
   EXPECT(a[0] == b[0] && a[1] == b[1]);
   EXPECT(a[0] != c[0] || a[1] != c[1]);
 
-  /* TOOLS_CONTEXT: the context id; entry 39 is not decoded */
+  /* TOOLS_CONTEXT: the context id; entries 51 and 39 go to the driver,
+     whose answers (the simulation's: driver 580's) come back as they are,
+     with our context where the driver's was; entry 38 is not decoded */
   table tc = get(&tools_context);
   uint64_t id = 0;
   unsigned long long want = 0;
   CU(((CUresult(*)(CUcontext, uint64_t *))tc[4])(p2, &id));
   CU(cuCtxGetId(p2, &want));
   EXPECT(id == want && id != 0);
-  CU_IS(((CUresult(*)(void))tc[39])(), CUDA_ERROR_NOT_SUPPORTED);
+  CUresult (*object)(CUcontext, CUstream, uint64_t **) = (CUresult(*)(CUcontext, CUstream, uint64_t **))tc[51];
+  CUresult (*query)(CUcontext, const void *, uint64_t *) = (CUresult(*)(CUcontext, const void *, uint64_t *))tc[39];
+  uint64_t *obj = NULL, *obj2 = NULL, value = 0, fields[4];
+  CU(object(p2, NULL, &obj));
+  EXPECT(obj && obj[0] == 1 && obj[1] == 0 && obj[2] == (uint64_t)(uintptr_t)p2 && obj[3] == 0);
+  memcpy(fields, obj, sizeof fields);
+  CU(query(p2, obj, &value));
+  EXPECT(value == 7);
+  CU_IS(query(p2, fields, &value), CUDA_ERROR_NOT_SUPPORTED); /* not an object the driver gave */
+  CU_IS(((CUresult(*)(void))tc[38])(), CUDA_ERROR_NOT_SUPPORTED);
+
+  /* the objects survive a migration (FERRY_MIGRATE_AT=...:launch=1 moves
+     the vGPU at this launch): the same object answers on the new GPU */
+  CU(from_wrapper(&mod, &wrapper)); /* the reset above unloaded the first */
+  CU(cuModuleGetFunction(&fn, mod, "drv_vadd"));
+  CUdeviceptr none = 0;
+  int zero = 0;
+  void *params[] = {&none, &none, &none, &zero};
+  CU(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL));
+  CU(cuCtxSynchronize());
+  value = 0;
+  CU(query(p2, obj, &value));
+  EXPECT(value == 7 && !memcmp(fields, obj, sizeof fields));
+  /* one for a stream of the program's (cublasSetStream) */
+  CUstream s = NULL;
+  CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CU(object(p2, s, &obj2));
+  EXPECT(obj2 && obj2 != obj && obj2[2] == (uint64_t)(uintptr_t)p2);
+  printf("TOOLS_CONTEXT[51] object of a stream: %llx %llx ctx %llx %llx (stream %p)\n",
+         (unsigned long long)obj2[0], (unsigned long long)obj2[1], (unsigned long long)obj2[2],
+         (unsigned long long)obj2[3], (void *)s);
+  CU(query(p2, obj2, &value));
+  EXPECT(value == 7);
+  CU(cuStreamDestroy(s));
 
   free(fat);
   return drv_summary();

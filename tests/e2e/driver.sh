@@ -113,10 +113,15 @@ export_tables)
   toured export "$rc"
   expect_in export.err "private table 01020304-0506-0708-090a-0b0c0d0e0f10 (cuGetExportTable) is not supported"
   expect_in export.err "entry 1 of the driver's private table CONTEXT_CHECKS is not supported"
-  expect_in export.err "entry 39 of the driver's private table TOOLS_CONTEXT is not supported"
+  expect_in export.err "entry 38 of the driver's private table TOOLS_CONTEXT is not supported"
+  expect_in export.err "entry 39 of the driver's private table TOOLS_CONTEXT with an object entry 51 did not hand out is not supported"
   expect_not_in export.err "f8cff951"
   n=$(grep -c "not supported" "$work/export.err")
-  [ "$n" = 3 ] || fail "expected 3 refusals, got $n"
+  [ "$n" = 4 ] || fail "expected 4 refusals, got $n"
+  # the same, moved at its one launch: TOOLS_CONTEXT's objects are replayed
+  rc=$(FERRY_MIGRATE_AT=0:0:launch=1 run export_migrated drv_export "$apps/drv_kernels.fatbin")
+  toured export_migrated "$rc"
+  migrated export_migrated
   ;;
 no_config)
   # no device configured: a clear line and CUDA_ERROR_NO_DEVICE, no hang
