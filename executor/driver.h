@@ -71,6 +71,10 @@
   X(ModuleGetFunction, "cuModuleGetFunction", (CUfunction * fn, CUmodule module, const char *name)) \
   X(ModuleGetGlobal, "cuModuleGetGlobal_v2",                                                  \
     (CUdeviceptr * dptr, size_t * bytes, CUmodule module, const char *name))                  \
+  X(ModuleGetFunctionCount, "cuModuleGetFunctionCount", (unsigned int *count, CUmodule module)) \
+  X(ModuleEnumerateFunctions, "cuModuleEnumerateFunctions",                                   \
+    (CUfunction * fns, unsigned int n, CUmodule module))                                      \
+  X(FuncGetName, "cuFuncGetName", (const char **name, CUfunction fn))                         \
   X(FuncGetParamInfo, "cuFuncGetParamInfo",                                                   \
     (CUfunction fn, size_t index, size_t * offset, size_t * size))                            \
   X(FuncGetAttribute, "cuFuncGetAttribute", (int *pi, CUfunction_attribute attrib, CUfunction fn)) \

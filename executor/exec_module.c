@@ -349,6 +349,49 @@ int ferry_x_module_function(struct ferry_exec *ex, const struct ferry_module_fun
   return layout_blob(ex, &m->funcs[i], &r->layout);
 }
 
+int ferry_x_module_function_names(struct ferry_exec *ex,
+                                  const struct ferry_module_function_names_args *a,
+                                  struct ferry_module_function_names_rets *r, struct ferry_io *io) {
+  (void)io;
+  struct exec_module *m = live_module(ex, a->module);
+  if (!m)
+    return EXEC_INVALID_HANDLE;
+  unsigned count = 0;
+  CUresult res = ex->d->ModuleGetFunctionCount(&count, m->mod);
+  if (res != CUDA_SUCCESS)
+    return CU(res);
+  CUfunction *fns = count ? calloc(count, sizeof *fns) : NULL;
+  if (count && !fns)
+    return EXEC_MEMORY_ALLOCATION;
+  if (count && (res = ex->d->ModuleEnumerateFunctions(fns, count, m->mod)) != CUDA_SUCCESS) {
+    free(fns);
+    return CU(res);
+  }
+  size_t len = 0;
+  for (unsigned i = 0; i < count && res == CUDA_SUCCESS; i++) {
+    const char *name = NULL;
+    res = ex->d->FuncGetName(&name, fns[i]);
+    len += res == CUDA_SUCCESS && name ? strlen(name) + 1 : 0;
+  }
+  char *names = res == CUDA_SUCCESS && len <= FERRY_MAX_BODY / 2 ? exec_ret_alloc(ex, 0, len ? len : 1) : NULL;
+  size_t at = 0;
+  for (unsigned i = 0; names && i < count; i++) {
+    const char *name = NULL;
+    if (ex->d->FuncGetName(&name, fns[i]) == CUDA_SUCCESS && name) {
+      size_t n = strlen(name) + 1;
+      memcpy(names + at, name, n);
+      at += n;
+    }
+  }
+  free(fns);
+  if (res != CUDA_SUCCESS)
+    return CU(res);
+  if (!names)
+    return EXEC_MEMORY_ALLOCATION;
+  r->names = (ferry_blob){names, (uint32_t)at};
+  return EXEC_OK;
+}
+
 int ferry_x_module_global(struct ferry_exec *ex, const struct ferry_module_global_args *a,
                           struct ferry_module_global_rets *r, struct ferry_io *io) {
   (void)io;

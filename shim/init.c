@@ -180,6 +180,16 @@ static void drain_at_exit(void) {
               (unsigned long long)__atomic_load_n(&ferry.vgpus[i].launches, __ATOMIC_RELAXED),
               ferry_is_local(&ferry.vgpus[i]) ? "local"
               : ferry.vgpus[i].link.helper_pid ? "helper" : "remote");
+  for (int i = 0; i < ferry.count && getenv("FERRY_STATS"); i++) {
+    char line[2048];
+    size_t at = 0;
+    for (unsigned c = 0; c < FERRY_CALL_COUNT && at < sizeof line - 64; c++) {
+      uint64_t n = __atomic_load_n(&ferry.vgpus[i].calls[c], __ATOMIC_RELAXED);
+      if (n) at += (size_t)snprintf(line + at, sizeof line - at, " %s=%llu", ferry_calls[c].name,
+                                    (unsigned long long)n);
+    }
+    ferry_log("stats: device=%d calls:%s", i, at ? line : " none");
+  }
   for (int i = 0; i < ferry.count; i++) {
     struct ferry_vgpu *v = &ferry.vgpus[i];
     if (ferry_is_local(v) || !v->link.conn || ferry_dead(v)) continue;

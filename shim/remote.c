@@ -526,6 +526,7 @@ int ferry_stale(struct ferry_vgpu *v) {
 
 int ferry_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
                const struct ferry_bulk *bulk) {
+  if (call < FERRY_CALL_COUNT) __atomic_fetch_add(&v->calls[call], 1, __ATOMIC_RELAXED);
   if (ferry_is_local(v)) {
     if (ferry_stale(v)) return FERRY_STALE;
     return carried(v, call, ferry_local_call(v, call, args, rets, bulk));

@@ -144,6 +144,83 @@ CUresult sim_ModuleGetFunction(CUfunction *fn, CUmodule module, const char *name
   return sim_leave(CUDA_SUCCESS);
 }
 
+/* the kernels a module can give: a cubin's or PTX text's named ones that
+   have twins; every twin for a fat binary container (as sim_ModuleGetFunction) */
+static int module_kernel(const struct sim_module *m, size_t i, const char **name) {
+  const struct ferry_twin *t = m->twins;
+  if (!m->named) {
+    if (!t)
+      return 0;
+    for (size_t k = 0; k < i; k++)
+      if (!t[k].name)
+        return 0;
+    *name = t[i].name;
+    return *name != NULL;
+  }
+  size_t seen = 0;
+  for (size_t k = 0; k < m->nkernels; k++) {
+    const struct ferry_twin *w = t;
+    while (w && w->name && strcmp(w->name, m->kernels[k]) != 0)
+      w++;
+    if (!w || !w->name)
+      continue;
+    if (seen++ == i) {
+      *name = w->name;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+CUresult sim_ModuleGetFunctionCount(unsigned int *count, CUmodule module) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  struct sim_module *m = sim_lookup(module, SIM_MODULE);
+  if (!m)
+    return sim_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!count)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  const char *name;
+  unsigned n = 0;
+  while (module_kernel(m, n, &name))
+    n++;
+  *count = n;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_ModuleEnumerateFunctions(CUfunction *fns, unsigned int n, CUmodule module) {
+  unsigned count;
+  CUresult r = sim_ModuleGetFunctionCount(&count, module);
+  if (r)
+    return r;
+  if (!fns || n != count)
+    return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < n && !r; i++) {
+    const char *name = NULL;
+    if ((r = sim_enter()))
+      return r;
+    struct sim_module *m = sim_lookup(module, SIM_MODULE);
+    int ok = m && module_kernel(m, i, &name);
+    sim_leave(CUDA_SUCCESS);
+    r = ok ? sim_ModuleGetFunction(&fns[i], module, name) : CUDA_ERROR_INVALID_HANDLE;
+  }
+  return r;
+}
+
+CUresult sim_FuncGetName(const char **name, CUfunction fn) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  struct sim_func *f = sim_lookup(fn, SIM_FUNC);
+  if (!f)
+    return sim_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!name)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  *name = f->twin->name;
+  return sim_leave(CUDA_SUCCESS);
+}
+
 CUresult sim_ModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule module, const char *name) {
   CUresult r = sim_enter();
   if (r)

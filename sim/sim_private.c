@@ -2,9 +2,9 @@
  * The driver's private tables, as far as the executor uses them
  * (executor/exec_private.c): TOOLS_CONTEXT entries 51 and 39, modelled on
  * what NVIDIA's driver 580 did on an H100 (docs/driver-export-tables.md):
- * entry 51 (ctx, stream, &object) gives a 32-byte object {1, 0, ctx,
- * stream}, the same one again for the same pair; entry 39 (ctx, object,
- * &value) writes 7. Other tables are refused, as a driver
+ * entry 51 (ctx, stream, &object) gives a 32-byte object {1, 0, ctx, 0}
+ * (for a stream too), here the same one again for the same pair; entry 39
+ * (ctx, object, &value) writes 7, as it did under cuBLAS. Other tables are refused, as a driver
  * that lacks them would.
  */
 #include <stdlib.h>
@@ -16,6 +16,7 @@
 
 struct sim_ctx_object {
   uint64_t fields[4];
+  CUstream stream;
   struct sim_ctx_object *next; /* every object stays reachable: the driver owns them */
 };
 static struct sim_ctx_object *objects;
@@ -37,7 +38,7 @@ static CUresult object_create(CUcontext ctx, CUstream stream, void **out) {
   if (!out || (named && !sim_lookup(stream, SIM_STREAM)))
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
   for (struct sim_ctx_object *o = objects; o; o = o->next)
-    if (o->fields[2] == (uint64_t)(uintptr_t)ctx && o->fields[3] == (uint64_t)(uintptr_t)stream) {
+    if (o->fields[2] == (uint64_t)(uintptr_t)ctx && o->stream == stream) {
       *out = o;
       return sim_leave(CUDA_SUCCESS);
     }
@@ -46,7 +47,7 @@ static CUresult object_create(CUcontext ctx, CUstream stream, void **out) {
     return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
   o->fields[0] = 1;
   o->fields[2] = (uint64_t)(uintptr_t)ctx;
-  o->fields[3] = (uint64_t)(uintptr_t)stream;
+  o->stream = stream;
   o->next = objects;
   objects = o;
   *out = o;

@@ -86,6 +86,10 @@ void ferry_cu_modules_forget(int vgpu);
 CUresult ferry_cu_ctx_object(CUcontext ctx, CUstream stream, void **out);
 CUresult ferry_cu_ctx_object_query(CUcontext ctx, void *object, uint64_t *value);
 void ferry_cu_ctx_objects_forget(int vgpu);
+/* TOOLS_MODULE entry 7: a module's function handed to cuFFT's callback
+   (tools_module.c); returns what the driver did */
+int ferry_cu_module_each_function(void *a0, CUmodule module, void *callback, void *user,
+                                  CUmodule module2, void *a5);
 /* the context is gone: its context-local values are dropped, their
    destructors run (export.c) */
 void ferry_cu_cls_drop(CUcontext ctx);

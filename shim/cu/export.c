@@ -257,13 +257,14 @@ static const slot tools_context[64] = {
     FN(ferry_cu_ctx_object), T(52), T(53), T(54), T(55), T(56), T(57), T(58), T(59), T(60), T(61), T(62), T(63)};
 #undef T
 
-/* ---- TOOLS_MODULE (cuFFT): nothing decoded ---- */
+/* ---- TOOLS_MODULE (cuFFT): entry 7 hands a module's function to a callback ---- */
 #define U(n) UNKNOWN(TOOLS_MODULE, n)
-U(1) U(2) U(3) U(4) U(5) U(6) U(7) U(8) U(9) U(10) U(11) U(12) U(13) U(14) U(15)
+U(1) U(2) U(3) U(4) U(5) U(6) U(8) U(9) U(10) U(11) U(12) U(13) U(14) U(15)
 #undef U
 #define T(n) FN(TOOLS_MODULE_##n)
-static const slot tools_module[16] = {SIZE(16), T(1), T(2), T(3), T(4), T(5), T(6), T(7), T(8),
-                                      T(9), T(10), T(11), T(12), T(13), T(14), T(15)};
+static const slot tools_module[16] = {SIZE(16), T(1), T(2), T(3), T(4), T(5), T(6),
+                                      FN(ferry_cu_module_each_function), T(8), T(9), T(10),
+                                      T(11), T(12), T(13), T(14), T(15)};
 #undef T
 
 /* ---- the tables by UUID ---- */

@@ -443,6 +443,46 @@ CUresult cuFuncGetParamInfo(CUfunction h, size_t index, size_t *offset, size_t *
   return CUDA_SUCCESS;
 }
 
+/* every function of the module, as its GPU lists them: NUL-terminated
+   names back to back (malloc'd), and how many */
+static CUresult function_names(CUmodule module, char **names, unsigned *count) {
+  struct cu_module *m = module_of(module);
+  if (!m) return CUDA_ERROR_INVALID_HANDLE;
+  CUresult rc = ferry_cu_ready();
+  if (rc) return rc;
+  struct ferry_module_function_names_args a = {.module = m->id};
+  struct ferry_module_function_names_rets r;
+  rc = FERRY_CU_RT(ferry_call(&ferry.vgpus[m->vgpu], FERRY_CALL_module_function_names, &a, &r, NULL));
+  if (rc) return rc;
+  if (r.names.len && ((const char *)r.names.ptr)[r.names.len - 1]) return CUDA_ERROR_UNKNOWN;
+  if (!(*names = malloc(r.names.len + 1))) return CUDA_ERROR_OUT_OF_MEMORY;
+  memcpy(*names, r.names.ptr, r.names.len);
+  *count = 0;
+  for (uint32_t i = 0; i < r.names.len; i++) *count += !(*names)[i];
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule module) {
+  char *names = NULL;
+  if (!count) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = function_names(module, &names, count);
+  free(names);
+  return rc;
+}
+
+CUresult cuModuleEnumerateFunctions(CUfunction *fns, unsigned int n, CUmodule module) {
+  char *names = NULL;
+  unsigned count = 0;
+  if (!fns) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = function_names(module, &names, &count);
+  if (!rc && n != count) rc = CUDA_ERROR_INVALID_VALUE;
+  const char *name = names;
+  for (unsigned i = 0; !rc && i < n; i++, name += strlen(name) + 1)
+    rc = cuModuleGetFunction(&fns[i], module, name);
+  free(names);
+  return rc;
+}
+
 CUresult cuFuncGetName(const char **name, CUfunction h) {
   struct cu_func *f = func_of(h);
   if (!name) return CUDA_ERROR_INVALID_VALUE;

@@ -16,6 +16,7 @@ static const CUuuid storage = {{(char)0xc6, (char)0x93, 0x33, 0x6e, 0x11, 0x21, 
 static const CUuuid checks = {{0x26, 0x3e, (char)0x88, 0x60, 0x7c, (char)0xd2, 0x61, 0x43, (char)0x92, (char)0xf6, (char)0xbb, (char)0xd5, 0x00, 0x6d, (char)0xfa, 0x7e}};
 static const CUuuid integrity = {{(char)0xd4, 0x08, 0x20, 0x55, (char)0xbd, (char)0xe6, 0x70, 0x4b, (char)0x8d, 0x34, (char)0xba, 0x12, 0x3c, 0x66, (char)0xe1, (char)0xf2}};
 static const CUuuid tools_context = {{0x21, 0x31, (char)0x8c, 0x60, (char)0x97, 0x14, 0x32, 0x48, (char)0x8c, (char)0xa6, 0x41, (char)0xff, 0x73, 0x24, (char)0xc8, (char)0xf2}};
+static const CUuuid tools_module = {{0x6e, 0x16, 0x3f, (char)0xbe, (char)0xb9, 0x58, 0x44, 0x4d, (char)0x83, 0x5c, (char)0xe1, (char)0x82, (char)0xaf, (char)0xf1, (char)0x99, 0x1e}};
 static const CUuuid startup = {{(char)0xf8, (char)0xcf, (char)0xf9, 0x51, 0x21, 0x46, (char)0x8b, 0x4e, (char)0xb9, (char)0xe2, (char)0xfb, 0x46, (char)0x9e, 0x7c, 0x0d, (char)0xd9}};
 static const CUuuid unknown = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
 
@@ -32,6 +33,19 @@ static void dtor(CUcontext ctx, void *key, void *value) {
   (void)ctx, (void)key;
   dtor_calls++;
   dtor_value = value;
+}
+
+/* cuFFT's callback for TOOLS_MODULE entry 7 keeps the function; this one
+   also checks the arguments the driver passes */
+static int callbacks;
+static uintptr_t each_function(void *user, CUfunction fn, const char *name, uintptr_t z1, uintptr_t z2,
+                               CUmodule module, void *err, void *a5, CUmodule module_again) {
+  const char *real = NULL;
+  callbacks++;
+  EXPECT(cuFuncGetName(&real, fn) == CUDA_SUCCESS && real && name && !strcmp(real, name));
+  EXPECT(z1 == 0 && z2 == 0 && module == module_again && err == (void *)&stderr && a5 == (void *)&callbacks);
+  *(CUfunction *)user = fn;
+  return 10;
 }
 
 static char *read_file(const char *path, size_t *len) {
@@ -159,9 +173,12 @@ int main(int argc, char **argv) {
   uint64_t *obj = NULL, *obj2 = NULL, value = 0, fields[4];
   CU(object(p2, NULL, &obj));
   EXPECT(obj && obj[0] == 1 && obj[1] == 0 && obj[2] == (uint64_t)(uintptr_t)p2 && obj[3] == 0);
+  printf("TOOLS_CONTEXT[51] object: %llx %llx ctx %llx\n", (unsigned long long)obj[0],
+         (unsigned long long)obj[1], (unsigned long long)obj[3]);
   memcpy(fields, obj, sizeof fields);
   CU(query(p2, obj, &value));
-  EXPECT(value == 7);
+  uint64_t first_value = value;
+  printf("TOOLS_CONTEXT[39] value: %llu\n", (unsigned long long)value);
   CU_IS(query(p2, fields, &value), CUDA_ERROR_NOT_SUPPORTED); /* not an object the driver gave */
   CU_IS(((CUresult(*)(void))tc[38])(), CUDA_ERROR_NOT_SUPPORTED);
 
@@ -176,7 +193,7 @@ int main(int argc, char **argv) {
   CU(cuCtxSynchronize());
   value = 0;
   CU(query(p2, obj, &value));
-  EXPECT(value == 7 && !memcmp(fields, obj, sizeof fields));
+  EXPECT(value == first_value && !memcmp(fields, obj, sizeof fields));
   /* one for a stream of the program's (cublasSetStream) */
   CUstream s = NULL;
   CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
@@ -186,8 +203,31 @@ int main(int argc, char **argv) {
          (unsigned long long)obj2[0], (unsigned long long)obj2[1], (unsigned long long)obj2[2],
          (unsigned long long)obj2[3], (void *)s);
   CU(query(p2, obj2, &value));
-  EXPECT(value == 7);
+  printf("TOOLS_CONTEXT[39] value for a stream: %llu\n", (unsigned long long)value);
   CU(cuStreamDestroy(s));
+
+  /* TOOLS_MODULE: entry 7 gives a module's one function to a callback, as
+     cuFFT asks on each plan's module; a module of several is refused */
+  static const char one_kernel_ptx[] =
+      ".version 8.0\n.target sm_90\n.address_size 64\n"
+      ".visible .entry drv_vadd(.param .u64 c, .param .u64 a, .param .u64 b, .param .u32 n)\n{\n ret;\n}\n";
+  table tm = get(&tools_module);
+  int (*each)(void *, CUmodule, void *, void *, CUmodule, void *) =
+      (int (*)(void *, CUmodule, void *, void *, CUmodule, void *))tm[7];
+  CUmodule single = NULL;
+  CU(cuModuleLoadData(&single, one_kernel_ptx));
+  unsigned count = 0;
+  CU(cuModuleGetFunctionCount(&count, single));
+  EXPECT(count == 1);
+  CUfunction got_fn = NULL, listed = NULL;
+  CU(cuModuleEnumerateFunctions(&listed, 1, single));
+  EXPECT(each(NULL, single, (void *)each_function, &got_fn, single, &callbacks) == 1);
+  EXPECT(callbacks == 1 && got_fn && got_fn == listed);
+  CU(cuModuleGetFunctionCount(&count, mod));
+  EXPECT(count > 1);
+  EXPECT(each(NULL, mod, (void *)each_function, &got_fn, mod, &callbacks) == CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT(callbacks == 1);
+  CU(cuModuleUnload(single));
 
   free(fat);
   return drv_summary();
