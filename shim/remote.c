@@ -524,9 +524,34 @@ int ferry_stale(struct ferry_vgpu *v) {
          __atomic_load_n(&v->generation, __ATOMIC_ACQUIRE) != expected.gen;
 }
 
+static int call_now(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
+                    const struct ferry_bulk *bulk);
+
 int ferry_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
                const struct ferry_bulk *bulk) {
-  if (call < FERRY_CALL_COUNT) __atomic_fetch_add(&v->calls[call], 1, __ATOMIC_RELAXED);
+  if (call >= FERRY_CALL_COUNT) return call_now(v, call, args, rets, bulk);
+  __atomic_fetch_add(&v->calls[call], 1, __ATOMIC_RELAXED);
+  if (ferry_query_invalidates(call)) {
+    ferry_query_cache_bump(v);
+    int rc = call_now(v, call, args, rets, bulk);
+    ferry_query_cache_bump(v);
+    return rc;
+  }
+  if (!ferry_query_cacheable(call)) return call_now(v, call, args, rets, bulk);
+  struct ferry_buf key = {0};
+  uint64_t epoch = 0;
+  if (!ferry_query_cache_get(v, call, args, rets, &key, &epoch)) {
+    ferry_buf_free(&key);
+    return 0;
+  }
+  int rc = call_now(v, call, args, rets, bulk);
+  if (!rc && key.len) ferry_query_cache_put(v, call, rets, &key, epoch);
+  ferry_buf_free(&key);
+  return rc;
+}
+
+static int call_now(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
+                    const struct ferry_bulk *bulk) {
   if (ferry_is_local(v)) {
     if (ferry_stale(v)) return FERRY_STALE;
     return carried(v, call, ferry_local_call(v, call, args, rets, bulk));

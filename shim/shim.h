@@ -273,6 +273,17 @@ int ferry_kernel_func_id(struct ferry_kernel *k, struct ferry_vgpu *v, uint32_t 
    and *flags (cooperative); unsupported ones are said and refused (launch.c) */
 int ferry_launch_attrs(const void *attrs, unsigned num, CUlaunchAttribute *out, uint32_t *n,
                        unsigned *flags);
+/* answers of pure queries, per vGPU (query_cache.c): get fills rets on a
+   hit (0) and leaves the encoded key and the epoch for put, which keeps
+   an answer unless something changed since; bump after a call that
+   invalidates (before and after it) */
+int ferry_query_cacheable(unsigned call);
+int ferry_query_invalidates(unsigned call);
+int ferry_query_cache_get(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
+                          struct ferry_buf *key, uint64_t *epoch);
+void ferry_query_cache_put(struct ferry_vgpu *v, unsigned call, const void *rets,
+                           const struct ferry_buf *key, uint64_t epoch_before);
+void ferry_query_cache_bump(struct ferry_vgpu *v);
 /* cudaOccupancyMaxActiveClusters / cuOccupancyMaxActiveClusters on v */
 int ferry_occupancy_clusters(struct ferry_vgpu *v, uint32_t func, dim3 grid, dim3 block,
                              size_t smem, const void *attrs, unsigned nattrs, int *clusters);

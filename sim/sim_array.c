@@ -130,8 +130,10 @@ static CUresult check_resource(const CUDA_RESOURCE_DESC *res, int surface) {
   }
   case CU_RESOURCE_TYPE_LINEAR: {
     size_t elem = sim_format_bytes(res->res.linear.format, res->res.linear.numChannels);
+    /* as CUDA, only the start must be mapped: the end may pass the
+       allocation (fetches are kept to what is mapped: object_create) */
     if (surface || !elem || res->res.linear.devPtr % 512 || res->res.linear.sizeInBytes == 0 ||
-        !sim_range_ok(res->res.linear.devPtr, res->res.linear.sizeInBytes, PROT_READ))
+        !sim_range_ok(res->res.linear.devPtr, elem, PROT_READ))
       return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
   }
@@ -208,9 +210,17 @@ static CUresult make_object(enum sim_kind kind, const CUDA_RESOURCE_DESC *res,
   case CU_RESOURCE_TYPE_ARRAY:
     o->elem = ((struct sim_array *)res->res.array.hArray)->elem;
     break;
-  case CU_RESOURCE_TYPE_LINEAR:
+  case CU_RESOURCE_TYPE_LINEAR: {
     o->elem = sim_format_bytes(res->res.linear.format, res->res.linear.numChannels);
+    /* what lies past the mapped bytes reads as the last mapped element */
+    CUdeviceptr p = res->res.linear.devPtr, end = p + res->res.linear.sizeInBytes;
+    CUdeviceptr mapped = (p / SIM_GRANULARITY + 1) * SIM_GRANULARITY;
+    while (mapped < end && sim_range_ok(mapped, SIM_GRANULARITY, PROT_READ))
+      mapped += SIM_GRANULARITY;
+    if (mapped < end)
+      o->res.res.linear.sizeInBytes = (mapped - p) / o->elem * o->elem;
     break;
+  }
   default:
     o->elem = sim_format_bytes(res->res.pitch2D.format, res->res.pitch2D.numChannels);
     break;

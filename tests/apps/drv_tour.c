@@ -451,6 +451,9 @@ static void test_launches(int n) {
   EXPECT(regs >= 0);
   unsigned big_shared = 60 * 1024; /* above the 48 KiB default */
   CU_IS(launch(f_reverse, 1, 1, 1024, 1, big_shared, NULL, rargs, NULL), CUDA_ERROR_INVALID_VALUE);
+  /* asked before and after the change: a kept answer must not outlive it */
+  CU(cuFuncGetAttribute(&maxdyn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f_reverse));
+  EXPECT(maxdyn > 0 && maxdyn < (int)big_shared);
   CU(cuFuncSetAttribute(f_reverse, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)big_shared));
   CU(cuFuncGetAttribute(&maxdyn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f_reverse));
   EXPECT(maxdyn == (int)big_shared);
