@@ -65,6 +65,11 @@ def main(outdir):
                 results.append("as native" if same else "DIFFERS")
             ns = f"{nat['s']:.4f}" if nat["s"] is not None else "FAIL"
             print(f"| {what} | {build} | {ns} | {' | '.join(cells)} | {'; '.join(results)} |")
+    for build in ("shared", "static"):
+        nc, fe = run(outdir, f"mixed.{build}.ferry_nocache"), run(outdir, f"mixed.{build}.ferry")
+        if nc["s"] and fe["s"]:
+            print(f"\nmixed, {build}: without the query cache (FERRY_NO_QUERY_CACHE=1) "
+                  f"{nc['s']:.4f} s, with it {fe['s']:.4f} s ({nc['s'] / fe['s']:.2f}x)")
     print()
     print("Migrated onto the local GPU (in-process) at K launches:\n")
     print("| build | at | result | records replayed | MiB copied | pause ms |")

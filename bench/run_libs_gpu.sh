@@ -6,7 +6,8 @@
 #   sgemm   cuBLAS SGEMM, n = 4096, 100 calls
 #   fft     cuFFT C2C forward + inverse, 2^22 points, 100 pairs
 #   mixed   cuBLAS and the program's own kernels on the same buffers, also
-#           migrated onto the local GPU at 25, 50 and 75 % of its launches
+#           migrated onto the local GPU at 25, 50 and 75 % of its launches,
+#           and once through ferry without its query cache
 # Every run prints a checksum of its result; bench/libs_report.py OUTDIR
 # compares them with native and writes the tables.
 # usage: bench/run_libs_gpu.sh BUILD OUTDIR [LUPINE_DIR]
@@ -56,6 +57,9 @@ for b in shared static; do
       one "$what.$b.lupine" 300 "$lupine/run.sh" "$app" $what $args
     fi
   done
+  # what the query cache saves: cuBLAS's per-GEMM attribute and occupancy questions
+  # shellcheck disable=SC2086
+  FERRY_NO_QUERY_CACHE=1 FERRY_STATS=1 one "mixed.$b.ferry_nocache" 300 "$ferry" run -- "$app" mixed $sizes_mixed
   # the mixed program migrated: K = 25/50/75 % of the launches ferry counted
   n=$(sed -n 's/.*stats: device=0 launches=\([0-9]*\).*/\1/p' "$out/mixed.$b.ferry.err" | tail -n 1)
   for pct in 25 50 75; do

@@ -628,8 +628,8 @@ CUresult sim_OccupancyAvailableDynamicSMemPerBlock(size_t *bytes, CUfunction fn,
   return sim_leave(CUDA_SUCCESS);
 }
 
-/* clusters of the launch's cluster size (1 without one) that fit on the
-   device at once: the blocks one SM holds, over all SMs, as whole clusters */
+/* clusters of the launch's cluster size that fit on the device at once:
+   the blocks one SM holds, over all SMs, as whole clusters */
 CUresult sim_OccupancyMaxActiveClusters(int *clusters, CUfunction fn, const CUlaunchConfig *config) {
   CUresult r = sim_enter();
   if (r)
@@ -639,7 +639,11 @@ CUresult sim_OccupancyMaxActiveClusters(int *clusters, CUfunction fn, const CUla
     return sim_leave(CUDA_ERROR_INVALID_HANDLE);
   if (!clusters || !config || (config->numAttrs && !config->attrs))
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
-  unsigned x = 1, y = 1, z = 1;
+  /* the kernel's compiled-in cluster size, else the launch's; with
+     neither there is no cluster to count (0, as driver 580 answers) */
+  unsigned x = (unsigned)f->attrs[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH],
+           y = (unsigned)f->attrs[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT],
+           z = (unsigned)f->attrs[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH];
   for (unsigned i = 0; i < config->numAttrs; i++)
     if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
       x = config->attrs[i].value.clusterDim.x;
@@ -648,6 +652,10 @@ CUresult sim_OccupancyMaxActiveClusters(int *clusters, CUfunction fn, const CUla
       if ((r = check_cluster(f, config, x, y, z)))
         return sim_leave(r);
     }
+  if (!x || !y || !z) {
+    *clusters = 0;
+    return sim_leave(CUDA_SUCCESS);
+  }
   uint64_t threads = (uint64_t)config->blockDimX * config->blockDimY * config->blockDimZ;
   if (!threads || threads > 1024)
     return sim_leave(CUDA_ERROR_INVALID_VALUE);

@@ -135,6 +135,11 @@ static int mixed(int n, int rounds) {
   BLAS(cublasSetStream(h, s));  // a ferry stream handed to cuBLAS
   const float one = 1.0f, zero = 0.0f;
   unsigned blocks = (unsigned)((nn + 255) / 256);
+  // warm-up: the libraries load their kernels at first use (C is
+  // overwritten by the first round)
+  BLAS(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, n, b, n, &zero, c, n));
+  clamp<<<blocks, 256, 0, s>>>(c, nn);
+  CHECK(cudaStreamSynchronize(s));
   double t0 = now();
   for (int r = 0; r < rounds; r++) {
     shift<<<blocks, 256, 0, s>>>(a, nn, (float)(r % 3) / 4.0f);
@@ -147,7 +152,7 @@ static int mixed(int n, int rounds) {
   }
   CHECK(cudaStreamSynchronize(s));
   printf("mixed n=%d rounds=%d seconds=%.6f\n", n, rounds, now() - t0);
-  printf("launches %d\n", 2 * rounds);
+  printf("launches %d\n", 2 * rounds + 1);
   printf("checksum %016llx\n", checksum(c, nn));
   BLAS(cublasDestroy(h));
   CHECK(cudaStreamDestroy(s));

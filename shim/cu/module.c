@@ -155,6 +155,8 @@ CUresult cuModuleLoad(CUmodule *module, const char *path) {
   return rc;
 }
 
+static void forget_globals(int vgpu, uint32_t module);
+
 static struct cu_module *module_of(CUmodule h) {
   struct cu_module *m = (struct cu_module *)h;
   return m && m->magic == MODULE_MAGIC ? m : NULL;
@@ -177,6 +179,7 @@ CUresult cuModuleUnload(CUmodule module) {
   m->magic = 0;
   free(m->image);
   m->image = NULL;
+  forget_globals(m->vgpu, m->id);
   return CUDA_SUCCESS;
 }
 
@@ -265,6 +268,18 @@ static CUresult remember_global(int vgpu, uint32_t module, const char *name, uin
   }
   pthread_mutex_unlock(&globals_lock);
   return rc;
+}
+
+/* an unloaded module's variables are gone: a migration must not look for them */
+static void forget_globals(int vgpu, uint32_t module) {
+  pthread_mutex_lock(&globals_lock);
+  size_t keep = 0;
+  for (size_t i = 0; i < nglobals; i++) {
+    if (globals[i].vgpu == vgpu && globals[i].module == module) free(globals[i].name);
+    else globals[keep++] = globals[i];
+  }
+  nglobals = keep;
+  pthread_mutex_unlock(&globals_lock);
 }
 
 uint64_t ferry_global_now(int vgpu, uint64_t addr) {

@@ -486,7 +486,8 @@ static void test_launches(int n) {
   printf("dynamic shared memory per block of drv_reverse: %zu with 1 block per SM, %zu with 4\n",
          smem_one, smem_four);
   EXPECT(smem_one > 0 && smem_four > 0 && smem_four <= smem_one);
-  /* whole clusters resident at once (cuBLAS asks before each GEMM set-up) */
+  /* whole clusters resident at once (cuBLAS asks before each GEMM set-up);
+     without a cluster size (attribute or compiled in) driver 580 says 0 */
   CUlaunchAttribute cluster = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
   cluster.value.clusterDim.x = 2;
   cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
@@ -498,7 +499,7 @@ static void test_launches(int n) {
   cc.numAttrs = 1;
   CU(cuOccupancyMaxActiveClusters(&pairs, f_vadd, &cc));
   printf("active clusters of drv_vadd: %d of 1 block, %d of 2\n", singles, pairs);
-  EXPECT(singles >= 1 && pairs >= 1 && pairs <= singles);
+  EXPECT(singles == 0 && pairs >= 1);
 
   CU(cuEventDestroy(e0));
   CU(cuEventDestroy(e1));

@@ -125,6 +125,7 @@ export_tables)
   rc=$(FERRY_MIGRATE_AT=0:0:launch=1 run export_migrated drv_export "$apps/drv_kernels.fatbin")
   toured export_migrated "$rc"
   migrated export_migrated
+  expect_in export_migrated.out "^TOOLS_CONTEXT\[39\] value after the launch: 7 (before: 7)$"
   ;;
 no_config)
   # no device configured: a clear line and CUDA_ERROR_NO_DEVICE, no hang
