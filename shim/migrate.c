@@ -467,9 +467,6 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
   if (drain(m)) return -1;
   double drained = now_ms();
 
-  enter_phase(m, FERRY_PHASE_SETUP);
-  if (!m->helper && open_local(m)) return -1;
-
   enter_phase(m, FERRY_PHASE_REPLAY);
   struct ferry_replay_hooks hooks = {module_loaded, error_name, m};
   struct ferry_replay_stats rs;
@@ -589,13 +586,13 @@ static int migrate(int vi, int gpu, char *err, size_t errlen, int *started) {
                   .t_phase = now_ms()};
   double t0 = m.t_phase;
   int failed = 0;
-  if (helper) { /* while the program runs */
-    pthread_mutex_lock(&mig_lock);
-    v->mig.phase = FERRY_PHASE_SETUP;
-    pthread_mutex_unlock(&mig_lock);
-    failed = open_helper(&m);
-    enter_phase(&m, FERRY_PHASE_HOLD);
-  }
+  /* the target opens while the program runs: its context, arena or
+     helper process are not part of the pause */
+  pthread_mutex_lock(&mig_lock);
+  v->mig.phase = FERRY_PHASE_SETUP;
+  pthread_mutex_unlock(&mig_lock);
+  failed = helper ? open_helper(&m) : open_local(&m);
+  enter_phase(&m, FERRY_PHASE_HOLD);
   uint64_t bytes = 0, records = 0;
   if (!failed) {
     /* arena_lock first: a thread in cudaMalloc holds it while its mem_map
@@ -604,13 +601,6 @@ static int migrate(int vi, int gpu, char *err, size_t errlen, int *started) {
     pthread_rwlock_wrlock(&v->gate);
     m.t_hold = now_ms();
     failed = move(&m, &bytes, &records);
-    if (failed) {
-      if (m.L) ferry_local_close(m.L);
-      m.L = NULL;
-      if (!m.helper && !v->placeholder && ferry_placeholder_reserve(v))
-        ferry_log("device %d: the address range of its memory could not be set aside again; "
-                  "host memory may now be mapped there", vi);
-    }
     enter_phase(&m, -1);
     pthread_mutex_lock(&mig_lock);
     v->mig.pause_ms = now_ms() - m.t_hold;
@@ -621,6 +611,11 @@ static int migrate(int vi, int gpu, char *err, size_t errlen, int *started) {
     enter_phase(&m, -1);
   }
   if (failed) {
+    if (m.L) ferry_local_close(m.L);
+    m.L = NULL;
+    if (!m.helper && !v->placeholder && ferry_placeholder_reserve(v))
+      ferry_log("device %d: the address range of its memory could not be set aside again; "
+                "host memory may now be mapped there", vi);
     close_helper(&m);
     ferry_host_forget_helper(vi);
   }
