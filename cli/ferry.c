@@ -35,7 +35,7 @@ static void usage(FILE *out) {
           "usage: ferry run [--devices URL[,URL...]] -- PROGRAM [ARGS...]\n"
           "       ferry ls [--json]\n"
           "       ferry status (--pid PID | --socket PATH) [--json]\n"
-          "       ferry migrate (--pid PID | --socket PATH) VGPU LOCAL_GPU\n"
+          "       ferry migrate (--pid PID | --socket PATH) VGPU (LOCAL_GPU | SERVER_URL)\n"
           "       ferry version\n"
           "\n"
           "run      start PROGRAM (built with `nvcc -cudart shared`) on remote GPUs.\n"
@@ -710,20 +710,27 @@ static int cmd_migrate(int argc, char **argv) {
   int rc = parse_target("migrate", argc, argv, &t, NULL, pos, 2);
   if (rc) return rc;
   long idx[2];
-  for (int i = 0; i < 2; i++) {
+  /* TARGET: a local GPU, or a server URL (the vGPU stays remote, on another server) */
+  int url = strstr(pos[1], "://") != NULL;
+  for (int i = 0; i < 2 - url; i++) {
     char *end;
     errno = 0;
     idx[i] = strtol(pos[i], &end, 10);
     if (!*pos[i] || *end || errno || idx[i] < 0 || idx[i] > INT_MAX) {
-      fprintf(stderr, "ferry migrate: %s '%s' must be a number from 0\n", i ? "LOCAL_GPU" : "VGPU",
-              pos[i]);
+      fprintf(stderr, "ferry migrate: %s '%s' must be a number from 0%s\n",
+              i ? "TARGET" : "VGPU", pos[i], i ? ", or a server URL (tcp://host:port/gpu)" : "");
       return 2;
     }
   }
+  if (url && (strlen(pos[1]) > 300 || strpbrk(pos[1], " \t\r\n"))) {
+    fprintf(stderr, "ferry migrate: TARGET '%s' is not a server URL\n", pos[1]);
+    return 2;
+  }
   int fd = open_target("migrate", &t);
   if (fd < 0) return 1;
-  char req[64];
-  snprintf(req, sizeof req, "migrate %ld %ld", idx[0], idx[1]);
+  char req[400];
+  if (url) snprintf(req, sizeof req, "migrate %ld %s", idx[0], pos[1]);
+  else snprintf(req, sizeof req, "migrate %ld %ld", idx[0], idx[1]);
   if (ctl_send(fd, req, reply_buf, sizeof reply_buf)) {
     fprintf(stderr, "ferry migrate: %s\n", reply_buf);
     close(fd);

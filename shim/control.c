@@ -211,12 +211,15 @@ static void one_line(char *s) {
 
 static void reply_migrate(char **tok, int ntok, char *reply, size_t len) {
   if (ntok != 3) {
-    snprintf(reply, len, "error migrate takes 2 arguments, <vgpu> <local-gpu> (got %d)", ntok - 1);
+    snprintf(reply, len, "error migrate takes 2 arguments, <vgpu> <local-gpu or server URL> (got %d)",
+             ntok - 1);
     return;
   }
-  int vgpu, gpu;
+  int vgpu, gpu = -1;
   if (parse_index("vgpu", tok[1], &vgpu, reply, len)) return;
-  if (parse_index("local GPU", tok[2], &gpu, reply, len)) return;
+  /* a server URL: to another server, still remote */
+  int remote = strstr(tok[2], "://") != NULL;
+  if (!remote && parse_index("local GPU", tok[2], &gpu, reply, len)) return;
   int count = ferry_vgpu_count();
   if (vgpu >= count) {
     if (count <= 0)
@@ -226,7 +229,7 @@ static void reply_migrate(char **tok, int ntok, char *reply, size_t len) {
     return;
   }
   char err[256] = "";
-  if (ferry_migrate(vgpu, gpu, err, sizeof err)) {
+  if (remote ? ferry_migrate_to(vgpu, tok[2], err, sizeof err) : ferry_migrate(vgpu, gpu, err, sizeof err)) {
     err[sizeof err - 1] = '\0';
     one_line(err);
     snprintf(reply, len, "error %s", *err ? err : "migration failed");
@@ -235,7 +238,9 @@ static void reply_migrate(char **tok, int ntok, char *reply, size_t len) {
   struct ferry_vgpu_status s;
   memset(&s, 0, sizeof s);
   double ms = ferry_vgpu_status(vgpu, &s) ? 0.0 : json_number(s.total_ms);
-  if (s.helper_pid)
+  if (remote)
+    snprintf(reply, len, "ok vgpu %d now on %s (%.1f ms)", vgpu, s.where, ms);
+  else if (s.helper_pid)
     snprintf(reply, len, "ok vgpu %d now on local GPU %d in ferry-mhelper pid %d (%.1f ms)", vgpu,
              gpu, s.helper_pid, ms);
   else
@@ -266,7 +271,7 @@ void ferry_control_handle(const char *line, char *reply, size_t len) {
   } else if (!strcmp(tok[0], "status")) {
     reply_status(reply, len);
   } else if (!strcmp(tok[0], "help")) {
-    snprintf(reply, len, "ok verbs: migrate <vgpu> <local-gpu> | status | help");
+    snprintf(reply, len, "ok verbs: migrate <vgpu> <local-gpu or server URL> | status | help");
   } else {
     snprintf(reply, len, "error unknown command '%s' (try help)", echo(tok[0], e, sizeof e));
   }

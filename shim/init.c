@@ -126,7 +126,7 @@ const char *ferry_client_token(void) {
   return token[0] ? token : NULL;
 }
 
-static int connect_timeout_ms(void) {
+int ferry_connect_timeout_ms(void) {
   const char *t = getenv("FERRY_CONNECT_TIMEOUT");
   double s = t && *t ? atof(t) : 10.0;
   return s > 0 ? (int)(s * 1000) : 10000;
@@ -140,7 +140,7 @@ int ferry_connect_vgpu(struct ferry_vgpu *v) {
     ferry_log("device %d (%s): %s", v->index, v->url_text, err);
     return cudaErrorNoDevice;
   }
-  l->conn = t->connect(&v->url, connect_timeout_ms(), err, sizeof err);
+  l->conn = t->connect(&v->url, ferry_connect_timeout_ms(), err, sizeof err);
   if (!l->conn) {
     ferry_log("device %d: %s", v->index, err);
     return cudaErrorNoDevice;

@@ -21,6 +21,7 @@
 #include "replay/memsync.h"
 #include "replay/replay.h"
 #include "shim.h"
+#include "transport/reader.h"
 
 const char *const ferry_phase_names[FERRY_PHASE_COUNT] = {"hold", "drain", "setup", "replay",
                                                            "memsync", "vars", "switch"};
@@ -89,8 +90,9 @@ struct mig {
   struct ferry_vgpu *v;
   int gpu;
   int helper;               /* onto a ferry-mhelper, else in this process */
+  const struct ferry_url *url; /* onto another server session instead (remote to remote) */
   struct ferry_local *L;    /* in this process */
-  struct ferry_link *tl;    /* the helper's link until the switch */
+  struct ferry_link *tl;    /* the helper's (or new server's) link until the switch */
   struct ferry_target t;
   double t_phase, t_hold;
   /* module variables: where they were and where they are now */
@@ -325,6 +327,36 @@ static void close_helper(struct mig *m) {
   m->tl = NULL;
 }
 
+/* another server's session for the vGPU, at the same arena addresses,
+   opened before the hold like a helper */
+static int open_remote(struct mig *m) {
+  char why[256] = "";
+  struct ferry_vgpu *v = m->v;
+  m->tl = calloc(1, sizeof *m->tl);
+  if (!m->tl) return fail(m, "out of memory");
+  char name[300];
+  ferry_url_format(m->url, name, sizeof name);
+  ferry_link_init(m->tl, v->index, name);
+  m->tl->quiet = 1;
+  const struct ferry_transport *tr = ferry_transport_find(m->url->scheme, why, sizeof why);
+  if (!tr) return fail(m, "%s", why);
+  if (!(m->tl->conn = tr->connect(m->url, ferry_connect_timeout_ms(), why, sizeof why)))
+    return fail(m, "%s", why);
+  if (!(m->tl->reader = malloc(sizeof *m->tl->reader))) return fail(m, "out of memory");
+  ferry_reader_init(m->tl->reader, m->tl->conn);
+  struct ferry_hello_rets r;
+  if (ferry_link_hello(m->tl, (uint32_t)(m->url->gpu < 0 ? 0 : m->url->gpu),
+                       ferry_arena_base(v->index), &r))
+    return fail(m, "%s: %s", name, m->tl->goodbye[0] ? m->tl->goodbye : "the server refused the session");
+  /* the program's allocations keep their addresses: the new GPU must map
+     memory in the same steps */
+  if ((r.granularity ? r.granularity : (2u << 20)) != v->granularity)
+    return fail(m, "%s maps device memory in steps of %llu bytes, device %d's in %llu", name,
+                (unsigned long long)r.granularity, v->index, (unsigned long long)v->granularity);
+  m->t = (struct ferry_target){link_target_call, m->tl};
+  return 0;
+}
+
 /* the in-process target, opened under the hold: the arena's placeholder
    must go just before the driver reserves the range */
 static int open_local(struct mig *m) {
@@ -386,7 +418,14 @@ static int memsync(struct mig *m, uint64_t *bytes) {
   for (long i = 0; i < n; i++) total += pairs[2 * i + 1];
   uint64_t page = 4096, need = (total + page - 1) / page * page;
   if (need && need < o.batch_bytes) o.batch_bytes = need;
-  for (int i = 0; i < MEMSYNC_BUFFERS && !rc && n > 0; i++) {
+  /* another server cannot read this process: the bytes travel with the calls */
+  o.bulk = m->url != NULL;
+  for (int i = 0; i < MEMSYNC_BUFFERS && !rc && n > 0 && o.bulk; i++)
+    if (posix_memalign(&bufs[i], 4096, o.batch_bytes)) {
+      bufs[i] = NULL;
+      rc = fail(m, "no host memory for mem-sync's buffers");
+    }
+  for (int i = 0; i < MEMSYNC_BUFFERS && !rc && n > 0 && !o.bulk; i++) {
     bufs[i] = ferry_host_shared_alloc(o.batch_bytes);
     /* in this process any memory will do; a helper needs the shared arena */
     if (!bufs[i] && !m->helper && posix_memalign(&bufs[i], 4096, o.batch_bytes)) bufs[i] = NULL;
@@ -438,11 +477,18 @@ static void switch_over(struct mig *m) {
   for (size_t i = 0; i < m->nrebinds; i++) {
     ferry_blob info = {m->rebinds[i].info, m->rebinds[i].len};
     ferry_modules_rebind(v->index, m->rebinds[i].module, info);
-    /* the log stays the helper's, with the variables where they are now */
-    if (m->helper) ferry_recorder_rebind(&v->log, m->rebinds[i].module, info);
+    /* the log stays (a helper's or a server's), with the variables where they are now */
+    if (m->helper || m->url) ferry_recorder_rebind(&v->log, m->rebinds[i].module, info);
   }
   ferry_globals_commit(v->index);
   __atomic_add_fetch(&v->generation, 1, __ATOMIC_RELEASE);
+  if (m->url) { /* still remote: the log goes on, on the new server */
+    ferry_link_adopt(&v->link, m->tl); /* closes the old session */
+    close_helper(m);
+    v->url = *m->url;
+    ferry_url_format(&v->url, v->url_text, sizeof v->url_text);
+    return;
+  }
   if (m->helper) {
     ferry_link_adopt(&v->link, m->tl); /* closes the remote session */
     close_helper(m);
@@ -544,7 +590,8 @@ static const char *placement(int vi, int gpu, int *helper, char *buf, size_t n) 
 }
 
 /* *started: 0 when refused before anything began (nothing logged) */
-static int migrate(int vi, int gpu, char *err, size_t errlen, int *started) {
+static int migrate(int vi, int gpu, const struct ferry_url *url, char *err, size_t errlen,
+                   int *started) {
   *started = 0;
   if (errlen) err[0] = '\0';
   int rc = ferry_ensure_init();
@@ -554,25 +601,30 @@ static int migrate(int vi, int gpu, char *err, size_t errlen, int *started) {
   }
   if (vi < 0 || vi >= ferry.count)
     return refuse(err, errlen, "no device %d: this program has %d device(s)", vi, ferry.count);
-  if (gpu < 0) return refuse(err, errlen, "bad local GPU %d", gpu);
+  if (!url && gpu < 0) return refuse(err, errlen, "bad local GPU %d", gpu);
   struct ferry_vgpu *v = &ferry.vgpus[vi];
+  char target[320];
+  if (url) ferry_url_format(url, target, sizeof target);
+  else snprintf(target, sizeof target, "local GPU %d", gpu);
   char why[256];
   int helper = 0;
   pthread_mutex_lock(&mig_lock);
   const char *busy = NULL;
   if (v->mig.state == FERRY_MIG_RUNNING) busy = "a migration of device %d is already running";
+  else if (url && (ferry_is_local(v) || v->moved))
+    busy = "device %d runs on a local GPU; moving it back to a server is not supported yet";
   else if (ferry_is_local(v)) busy = "device %d already runs on a local GPU (in this process)";
   else if (v->moved) busy = "device %d already runs on a local GPU (in a ferry-mhelper)";
   else if (ferry_dead(v)) busy = "device %d lost its server; there is nothing left to migrate";
   else if (v->log_broken) busy = "device %d lost a record (out of memory); it cannot migrate";
-  const char *refused = busy ? NULL : placement(vi, gpu, &helper, why, sizeof why);
+  const char *refused = busy || url ? NULL : placement(vi, gpu, &helper, why, sizeof why);
   if (busy || refused) {
     pthread_mutex_unlock(&mig_lock);
     if (busy) return refuse(err, errlen, busy, vi);
     return refuse(err, errlen, "%s", refused);
   }
   *started = 1;
-  if (!helper) v->inproc_gpu = gpu; /* taken, for migrations that start meanwhile */
+  if (!helper && !url) v->inproc_gpu = gpu; /* taken, for migrations that start meanwhile */
   v->mig = (struct ferry_vgpu_status){.state = FERRY_MIG_RUNNING, .phase = FERRY_PHASE_HOLD,
                                       .launch_at_start = v->launches};
   pthread_mutex_lock(&v->arena_lock); /* what status shows while the migration runs */
@@ -582,7 +634,7 @@ static int migrate(int vi, int gpu, char *err, size_t errlen, int *started) {
   v->mig.records = ferry_recorder_live(&v->log);
   pthread_mutex_unlock(&mig_lock);
 
-  struct mig m = {.v = v, .gpu = gpu, .helper = helper, .err = err, .errlen = errlen,
+  struct mig m = {.v = v, .gpu = gpu, .helper = helper, .url = url, .err = err, .errlen = errlen,
                   .t_phase = now_ms()};
   double t0 = m.t_phase;
   int failed = 0;
@@ -591,7 +643,7 @@ static int migrate(int vi, int gpu, char *err, size_t errlen, int *started) {
   pthread_mutex_lock(&mig_lock);
   v->mig.phase = FERRY_PHASE_SETUP;
   pthread_mutex_unlock(&mig_lock);
-  failed = helper ? open_helper(&m) : open_local(&m);
+  failed = url ? open_remote(&m) : helper ? open_helper(&m) : open_local(&m);
   enter_phase(&m, FERRY_PHASE_HOLD);
   uint64_t bytes = 0, records = 0;
   if (!failed) {
@@ -613,7 +665,7 @@ static int migrate(int vi, int gpu, char *err, size_t errlen, int *started) {
   if (failed) {
     if (m.L) ferry_local_close(m.L);
     m.L = NULL;
-    if (!m.helper && !v->placeholder && ferry_placeholder_reserve(v))
+    if (!m.helper && !url && !v->placeholder && ferry_placeholder_reserve(v))
       ferry_log("device %d: the address range of its memory could not be set aside again; "
                 "host memory may now be mapped there", vi);
     close_helper(&m);
@@ -625,7 +677,7 @@ static int migrate(int vi, int gpu, char *err, size_t errlen, int *started) {
 
   double total = now_ms() - t0;
   pthread_mutex_lock(&mig_lock);
-  if (failed) v->inproc_gpu = -1;
+  if (failed && !url) v->inproc_gpu = -1;
   v->mig.state = failed ? FERRY_MIG_FAILED : FERRY_MIG_DONE;
   v->mig.total_ms = total;
   if (failed) snprintf(v->mig.error, sizeof v->mig.error, "%s", err);
@@ -634,10 +686,10 @@ static int migrate(int vi, int gpu, char *err, size_t errlen, int *started) {
     pthread_mutex_lock(&v->pre_lock);
     v->npre = 0;
     pthread_mutex_unlock(&v->pre_lock);
-    ferry_log("migration of device %d to local GPU %d failed: %s", vi, gpu, err);
+    ferry_log("migration of device %d to %s failed: %s", vi, target, err);
     return -1;
   }
-  if (!helper) { /* in this process nothing records any more */
+  if (!helper && !url) { /* in this process nothing records any more */
     ferry_recorder_destroy(&v->log);
     ferry_recorder_init(&v->log);
   }
@@ -664,14 +716,49 @@ static int migrate(int vi, int gpu, char *err, size_t errlen, int *started) {
 
 int ferry_migrate(int vi, int gpu, char *err, size_t errlen) {
   int started;
-  return migrate(vi, gpu, err, errlen, &started);
+  return migrate(vi, gpu, NULL, err, errlen, &started);
 }
 
-/* ---- FERRY_MIGRATE_AT=<vgpu>:<local>:launch=<N>[,<vgpu>:<local>:launch=<N>...] ---- */
+static long long number(const char *s, const char *end, long long max);
+
+/* a local GPU's index, or a server URL (tcp://host:port/gpu, ib://...) */
+static int parse_target(const char *text, size_t len, int *gpu, struct ferry_url *url, int *remote,
+                        char *why, size_t n) {
+  char t[300];
+  if (!len || len >= sizeof t) {
+    snprintf(why, n, "'%.*s' is neither a local GPU nor a server URL", (int)len, text);
+    return -1;
+  }
+  memcpy(t, text, len);
+  t[len] = '\0';
+  long long g = number(t, t + len, INT32_MAX);
+  if (g >= 0) {
+    *gpu = (int)g, *remote = 0;
+    return 0;
+  }
+  char uerr[200];
+  if (ferry_url_parse(t, url, uerr, sizeof uerr)) {
+    snprintf(why, n, "'%s' is neither a local GPU nor a server URL (%s)", t, uerr);
+    return -1;
+  }
+  *remote = 1, *gpu = -1;
+  return 0;
+}
+
+int ferry_migrate_to(int vi, const char *target, char *err, size_t errlen) {
+  int gpu, remote, started;
+  struct ferry_url url;
+  if (parse_target(target, strlen(target), &gpu, &url, &remote, err, errlen)) return -1;
+  return migrate(vi, gpu, remote ? &url : NULL, err, errlen, &started);
+}
+
+/* ---- FERRY_MIGRATE_AT=<vgpu>:<target>:launch=<N>[,...]; target: a local
+   GPU, or a server URL (tcp://host:port/gpu) ---- */
 
 #define MAX_AT 16
 static struct at {
-  int vgpu, gpu;
+  int vgpu, gpu, remote;
+  struct ferry_url url;
   uint64_t launch;
 } at_list[MAX_AT];
 static int nat;
@@ -690,24 +777,32 @@ static long long number(const char *s, const char *end, long long max) {
 
 /* one <vgpu>:<local-gpu>:launch=<N>; 0, or -1 with the reason in why */
 static int parse_one(const char *t, struct at *out, char *why, size_t n) {
-  const char *c1 = strchr(t, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-  if (!c2 || strncmp(c2 + 1, "launch=", 7)) {
-    snprintf(why, n, "'%s' is not <vgpu>:<local-gpu>:launch=<N>", t);
+  /* the target may be a URL, with colons of its own: N follows the last ":launch=" */
+  const char *c1 = strchr(t, ':'), *c2 = NULL;
+  for (const char *p = c1; p && (p = strstr(p, ":launch=")); p++) c2 = p;
+  if (!c1 || !c2 || c2 <= c1) {
+    snprintf(why, n, "'%s' is not <vgpu>:<local-gpu or server URL>:launch=<N>", t);
     return -1;
   }
-  long long vg = number(t, c1, FERRY_MAX_VGPUS), g = number(c1 + 1, c2, 4095);
+  long long vg = number(t, c1, FERRY_MAX_VGPUS);
   const char *k = c2 + 8;
   long long launch = number(k, k + strlen(k), INT64_MAX);
-  if (vg < 0 || g < 0 || launch < 1) {
-    snprintf(why, n, "'%s': the vgpu, the local GPU and N must be numbers, N from 1 to %lld", t,
+  if (vg < 0 || launch < 1) {
+    snprintf(why, n, "'%s': the vgpu and N must be numbers, N from 1 to %lld", t,
              (long long)INT64_MAX);
+    return -1;
+  }
+  struct at a = {.vgpu = (int)vg, .launch = (uint64_t)launch};
+  if (parse_target(c1 + 1, (size_t)(c2 - c1 - 1), &a.gpu, &a.url, &a.remote, why, n)) return -1;
+  if (!a.remote && a.gpu > 4095) {
+    snprintf(why, n, "'%s': no local GPU %d", t, a.gpu);
     return -1;
   }
   if (vg >= ferry.count) {
     snprintf(why, n, "'%s': no vgpu %lld, this program has %d", t, vg, ferry.count);
     return -1;
   }
-  *out = (struct at){(int)vg, (int)g, (uint64_t)launch};
+  *out = a;
   return 0;
 }
 
@@ -743,7 +838,12 @@ void ferry_migrate_at_launch(int vgpu) {
     char err[300];
     int started;
     /* a refusal is said here: nobody else would see it */
-    if (migrate(vgpu, at_list[i].gpu, err, sizeof err, &started) && !started)
-      ferry_log("migration of device %d to local GPU %d failed: %s", vgpu, at_list[i].gpu, err);
+    const struct at *a = &at_list[i];
+    if (migrate(vgpu, a->gpu, a->remote ? &a->url : NULL, err, sizeof err, &started) && !started) {
+      char target[320];
+      if (a->remote) ferry_url_format(&a->url, target, sizeof target);
+      else snprintf(target, sizeof target, "local GPU %d", a->gpu);
+      ferry_log("migration of device %d to %s failed: %s", vgpu, target, err);
+    }
   }
 }

@@ -57,6 +57,9 @@ struct ferry_vgpu_status {
    nothing lost). Safe to call from any thread that is not inside a CUDA
    call of this program. */
 int ferry_migrate(int vgpu, int local_gpu, char *err, size_t errlen);
+/* target: a local GPU's index, or a server URL (tcp://host:port/gpu): the
+   vGPU moves to another server session, still remote (its log goes on) */
+int ferry_migrate_to(int vgpu, const char *target, char *err, size_t errlen);
 
 /* number of vGPUs, and one's snapshot; -1 when index is out of range */
 int ferry_vgpu_count(void);

@@ -177,6 +177,12 @@ int ferry_helper_call(struct ferry_vgpu *v, unsigned call, const void *args, voi
 /* ---- links (remote.c): the same for a vGPU's own link and for a
    migration's target link, which nobody else sees yet ---- */
 void ferry_link_init(struct ferry_link *l, int vgpu, const char *name);
+/* FERRY_CONNECT_TIMEOUT (seconds, default 10) in milliseconds */
+int ferry_connect_timeout_ms(void);
+/* where vGPU index's device addresses start, in every process and server */
+static inline uint64_t ferry_arena_base(int index) {
+  return FERRY_ARENA_BASE + (uint64_t)index * FERRY_ARENA_STRIDE;
+}
 /* FERRY_CALL_TIMEOUT in ms (default 60 s; 0: never): how long a link may
    say nothing at all, keepalives included, before it counts as lost */
 int ferry_call_timeout_ms(void);

@@ -284,6 +284,71 @@ fail_reserve | fail_replay | fail_memsync | fail_vars)
   [ "$(grep -c "now runs on local GPU 0" "$work/ctl.err")" = 1 ] || fail "no success message after the retry"
   expect_in ctl.out "^device memory in use at exit: 0$"
   ;;
+to_server)
+  # remote to remote: to a second server at 25/50/75 % of the launches, then
+  # chains (on to a third session, back to the first, then to the local GPU)
+  start_server
+  a=$FERRY_DEVICES
+  start_sim_server
+  b="tcp://127.0.0.1:$port/0"
+  reference 40
+  launches=$(value ref40 launches)
+  for k in $((launches / 4)) $((launches / 2)) $((launches * 3 / 4)); do
+    rc=$(FERRY_MIGRATE_AT="0:$b:launch=$k" run "rr$k" migrate_iter 40)
+    passed "rr$k" "$rc"
+    [ "$(value "rr$k" checksum)" = "$want" ] || fail "checksum after the move to $b at launch $k differs"
+    expect_in "rr$k.err" "ferry: device 0 now runs on $b"
+    expect_not_in "rr$k.err" "local GPU"
+  done
+  rc=$(FERRY_MIGRATE_AT="0:$b:launch=20,0:$a:launch=60,0:$b:launch=100,0:0:launch=140" \
+    run chain migrate_iter 40)
+  passed chain "$rc"
+  [ "$(value chain checksum)" = "$want" ] || fail "checksum after remote, remote, remote, local differs"
+  [ "$(grep -c "now runs on tcp://" "$work/chain.err")" = 3 ] || fail "expected three moves between servers"
+  migrated chain
+  # from outside, with the program's four threads running, then to the local GPU
+  start ctl migrate_threads 1000000 500 "$work/stop"
+  "$bin/ferry" migrate --pid "$pid" 0 "$b" >"$work/migrate.log" 2>&1 || fail "ferry migrate to $b exited $?"
+  grep -q "now on $b" "$work/migrate.log" || fail "ferry migrate did not say where the vGPU went"
+  status_json
+  json_has backend '"remote"'
+  grep -q "\"where\": *\"$b" "$work/status.log" || fail "status does not show $b"
+  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/migrate2.log" 2>&1 || fail "ferry migrate to the local GPU exited $?"
+  # a local vGPU does not go back to a server (yet): refused in words
+  "$bin/ferry" migrate --pid "$pid" 0 "$a" >"$work/back.log" 2>&1 && fail "a move from local back to $a succeeded"
+  grep -q "not supported yet" "$work/back.log" || fail "the refusal does not say why"
+  finish
+  passed ctl "$rc"
+  migrated ctl
+  ;;
+to_server_fail)
+  # a target that cannot take the vGPU: one line, the program goes on where it was
+  start_server
+  start_sim_server
+  b="tcp://127.0.0.1:$port/0"
+  reference 40
+  kill "$server_pid"
+  wait "$server_pid" 2>/dev/null
+  rc=$(FERRY_CONNECT_TIMEOUT=2 FERRY_MIGRATE_AT="0:$b:launch=50" run dead migrate_iter 40)
+  passed dead "$rc"
+  [ "$(value dead checksum)" = "$want" ] || fail "checksum after the failed move differs"
+  expect_in dead.err "ferry: migration of device 0 to $b failed: "
+  expect_not_in dead.err "now runs on"
+  # a fault in the middle (mem-sync): nothing lost, and a retry succeeds
+  start_sim_server
+  c="tcp://127.0.0.1:$port/0"
+  FERRY_FAULT=memsync FERRY_MIGRATE_AT="0:$c:launch=30" start ctl migrate_iter 1000000 2000 "$work/stop"
+  unset FERRY_FAULT FERRY_MIGRATE_AT
+  wait_for "the failed move" grep -q "migration of device 0 to $c failed" "$work/ctl.err"
+  "$bin/ferry" migrate --pid "$pid" 0 "$c" >"$work/migrate.log" 2>&1 || fail "the retry exited $?"
+  finish
+  passed ctl "$rc"
+  same_result ctl
+  expect_in ctl.err "ferry: device 0 now runs on $c"
+  # not a URL, not a number
+  "$bin/ferry" migrate --pid 1 0 nowhere >"$work/bad.log" 2>&1
+  [ $? = 2 ] || fail "ferry migrate to 'nowhere' should be a usage error"
+  ;;
 bad_at)
   # FERRY_MIGRATE_AT values that cannot be: one line each, nothing moves
   start_server

@@ -350,8 +350,8 @@ static int count_lines(const char *s) {
 
 static void test_help(void **state) {
   (void)state;
-  assert_string_equal(handle("help"), "ok verbs: migrate <vgpu> <local-gpu> | status | help");
-  assert_string_equal(handle("  help\t"), "ok verbs: migrate <vgpu> <local-gpu> | status | help");
+  assert_string_equal(handle("help"), "ok verbs: migrate <vgpu> <local-gpu or server URL> | status | help");
+  assert_string_equal(handle("  help\t"), "ok verbs: migrate <vgpu> <local-gpu or server URL> | status | help");
 }
 
 static void test_status_json(void **state) {
@@ -477,6 +477,39 @@ static void test_status_too_small(void **state) {
   assert_int_equal(buf[8], 'X');
 }
 
+/* a server URL as the target: the engine's answer names where it went */
+static char last_target[320];
+int ferry_migrate_to(int vgpu, const char *target, char *err, size_t errlen) {
+  pthread_mutex_lock(&dbl_lock);
+  migrate_calls++;
+  last_vgpu = vgpu;
+  snprintf(last_target, sizeof last_target, "%s", target);
+  int bad = strncmp(target, "tcp://", 6) != 0;
+  if (bad) snprintf(err, errlen, "'%s' is neither a local GPU nor a server URL", target);
+  else {
+    snprintf(dbl[vgpu].where, sizeof dbl[vgpu].where, "%s", target);
+    dbl[vgpu].state = FERRY_MIG_DONE;
+    dbl[vgpu].total_ms = 3.25;
+  }
+  pthread_mutex_unlock(&dbl_lock);
+  return bad ? -1 : 0;
+}
+
+static void test_migrate_to_server(void **state) {
+  (void)state;
+  reset_doubles();
+  assert_string_equal(handle("migrate 1 tcp://gpunode2:7420/3"),
+                      "ok vgpu 1 now on tcp://gpunode2:7420/3 (3.2 ms)");
+  assert_int_equal(migrate_calls, 1);
+  assert_int_equal(last_vgpu, 1);
+  assert_string_equal(last_target, "tcp://gpunode2:7420/3");
+  assert_string_equal(handle("migrate 0 ib2://x/0"),
+                      "error 'ib2://x/0' is neither a local GPU nor a server URL");
+  /* not a URL and not a number: the parser's refusal, the engine never asked */
+  assert_string_equal(handle("migrate 0 gpunode2"), "error local GPU 'gpunode2' is not a number");
+  assert_int_equal(migrate_calls, 2);
+}
+
 static void test_migrate_ok(void **state) {
   (void)state;
   reset_doubles();
@@ -509,10 +542,10 @@ static void test_bad_input(void **state) {
       {" \t ", "error empty request (try help)"},
       {"foo", "error unknown command 'foo' (try help)"},
       {"MIGRATE 0 1", "error unknown command 'MIGRATE' (try help)"},
-      {"migrate", "error migrate takes 2 arguments, <vgpu> <local-gpu> (got 0)"},
-      {"migrate 0", "error migrate takes 2 arguments, <vgpu> <local-gpu> (got 1)"},
-      {"migrate 0 1 2", "error migrate takes 2 arguments, <vgpu> <local-gpu> (got 3)"},
-      {"migrate 0 1 2 3 4 5 6", "error migrate takes 2 arguments, <vgpu> <local-gpu> (got 7)"},
+      {"migrate", "error migrate takes 2 arguments, <vgpu> <local-gpu or server URL> (got 0)"},
+      {"migrate 0", "error migrate takes 2 arguments, <vgpu> <local-gpu or server URL> (got 1)"},
+      {"migrate 0 1 2", "error migrate takes 2 arguments, <vgpu> <local-gpu or server URL> (got 3)"},
+      {"migrate 0 1 2 3 4 5 6", "error migrate takes 2 arguments, <vgpu> <local-gpu or server URL> (got 7)"},
       {"migrate x 1", "error vgpu 'x' is not a number"},
       {"migrate 0 y", "error local GPU 'y' is not a number"},
       {"migrate 1.5 0", "error vgpu '1.5' is not a number"},
@@ -556,7 +589,7 @@ static void test_line_length(void **state) {
   memset(line, ' ', sizeof line);
   memcpy(line, "help", 4);
   line[256] = '\0'; /* the longest line there may be */
-  assert_string_equal(handle(line), "ok verbs: migrate <vgpu> <local-gpu> | status | help");
+  assert_string_equal(handle(line), "ok verbs: migrate <vgpu> <local-gpu or server URL> | status | help");
   line[256] = ' ';
   line[257] = '\0';
   assert_string_equal(handle(line), "error line too long (max 256 bytes)");
@@ -593,7 +626,7 @@ static void test_socket_requests(void **state) {
   /* several requests in one write, \r\n or \n, one reply each, in order */
   const char *req = "help\nstatus\r\nmigrate 9 0\n\r\n";
   send_str(fd, req, strlen(req));
-  assert_string_equal(read_line(fd, a, sizeof a), "ok verbs: migrate <vgpu> <local-gpu> | status | help");
+  assert_string_equal(read_line(fd, a, sizeof a), "ok verbs: migrate <vgpu> <local-gpu or server URL> | status | help");
   assert_non_null(read_line(fd, b, sizeof b));
   assert_string_equal(b, handle("status"));
   assert_string_equal(read_line(fd, c, sizeof c), "error no vgpu 9: this program has 2 (0..1)");
@@ -601,7 +634,7 @@ static void test_socket_requests(void **state) {
   /* a request split over several writes */
   send_str(fd, "he", 2);
   send_str(fd, "lp\n", 3);
-  assert_string_equal(read_line(fd, a, sizeof a), "ok verbs: migrate <vgpu> <local-gpu> | status | help");
+  assert_string_equal(read_line(fd, a, sizeof a), "ok verbs: migrate <vgpu> <local-gpu or server URL> | status | help");
   assert_string_equal(ask(fd, "migrate 1 3\n"), "ok vgpu 1 now on local GPU 3 (12.5 ms)");
   send_str(fd, "he\0lp\n", 6);
   assert_string_equal(read_line(fd, a, sizeof a), "error request holds a NUL byte");
@@ -618,7 +651,7 @@ static void test_socket_too_long(void **state) {
   memcpy(line + 256, "\r\n", 2);
   send_str(fd, line, 258);
   char r[256];
-  assert_string_equal(read_line(fd, r, sizeof r), "ok verbs: migrate <vgpu> <local-gpu> | status | help");
+  assert_string_equal(read_line(fd, r, sizeof r), "ok verbs: migrate <vgpu> <local-gpu or server URL> | status | help");
   /* one byte more is refused and the connection closed */
   line[256] = ' ';
   line[257] = '\n';
@@ -634,7 +667,7 @@ static void test_socket_too_long(void **state) {
   assert_closed(fd);
   close(fd);
   fd = connect_self();
-  assert_string_equal(ask(fd, "help\n"), "ok verbs: migrate <vgpu> <local-gpu> | status | help");
+  assert_string_equal(ask(fd, "help\n"), "ok verbs: migrate <vgpu> <local-gpu or server URL> | status | help");
   close(fd);
 }
 
@@ -645,7 +678,7 @@ static void test_socket_disconnect_mid_line(void **state) {
   send_str(fd, "help\nmigrate 0 1", 16);
   shutdown(fd, SHUT_WR); /* gone before the newline */
   char r[256];
-  assert_string_equal(read_line(fd, r, sizeof r), "ok verbs: migrate <vgpu> <local-gpu> | status | help");
+  assert_string_equal(read_line(fd, r, sizeof r), "ok verbs: migrate <vgpu> <local-gpu or server URL> | status | help");
   assert_closed(fd);
   close(fd);
   fd = connect_self();
@@ -669,7 +702,7 @@ static void test_socket_status_during_migrate(void **state) {
   json_t *mig = jmig(parsed(ask(s, "status\n") + 3), 0);
   assert_string_equal(jget_str(mig, "state"), "running");
   assert_string_equal(jget_str(mig, "phase"), "memsync");
-  assert_string_equal(ask(s, "help\n"), "ok verbs: migrate <vgpu> <local-gpu> | status | help");
+  assert_string_equal(ask(s, "help\n"), "ok verbs: migrate <vgpu> <local-gpu or server URL> | status | help");
   sem_post(&release);
   char r[256];
   assert_string_equal(read_line(m, r, sizeof r), "ok vgpu 0 now on local GPU 1 (12.5 ms)");
@@ -1623,6 +1656,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_status_numbers),
       cmocka_unit_test(test_status_too_small),
       cmocka_unit_test(test_migrate_ok),
+      cmocka_unit_test(test_migrate_to_server),
       cmocka_unit_test(test_migrate_error),
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_bad_input_echo),
