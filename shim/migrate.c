@@ -482,9 +482,16 @@ static void switch_over(struct mig *m) {
   }
   ferry_globals_commit(v->index);
   __atomic_add_fetch(&v->generation, 1, __ATOMIC_RELEASE);
-  if (m->url) { /* still remote: the log goes on, on the new server */
-    ferry_link_adopt(&v->link, m->tl); /* closes the old session */
+  if (m->url) { /* remote again, or still: the log goes on, on the new server */
+    struct ferry_staging *old_staging = v->link.staging;
+    int from_helper = v->link.helper_pid != 0;
+    ferry_link_adopt(&v->link, m->tl); /* closes the old session (a helper exits) */
     close_helper(m);
+    if (old_staging) ferry_staging_free(old_staging);
+    if (from_helper) {
+      ferry_host_forget_helper(v->index);
+      __atomic_store_n(&v->moved, 0, __ATOMIC_RELEASE);
+    }
     v->url = *m->url;
     ferry_url_format(&v->url, v->url_text, sizeof v->url_text);
     return;
@@ -611,10 +618,11 @@ static int migrate(int vi, int gpu, const struct ferry_url *url, char *err, size
   pthread_mutex_lock(&mig_lock);
   const char *busy = NULL;
   if (v->mig.state == FERRY_MIG_RUNNING) busy = "a migration of device %d is already running";
-  else if (url && (ferry_is_local(v) || v->moved))
-    busy = "device %d runs on a local GPU; moving it back to a server is not supported yet";
+  else if (url && ferry_is_local(v))
+    busy = "device %d runs on a local GPU in this process; moving it back to a server is not "
+           "supported yet (a vGPU in a ferry-mhelper can move)";
   else if (ferry_is_local(v)) busy = "device %d already runs on a local GPU (in this process)";
-  else if (v->moved) busy = "device %d already runs on a local GPU (in a ferry-mhelper)";
+  else if (!url && v->moved) busy = "device %d already runs on a local GPU (in a ferry-mhelper)";
   else if (ferry_dead(v)) busy = "device %d lost its server; there is nothing left to migrate";
   else if (v->log_broken) busy = "device %d lost a record (out of memory); it cannot migrate";
   const char *refused = busy || url ? NULL : placement(vi, gpu, &helper, why, sizeof why);

@@ -306,6 +306,13 @@ to_server)
   [ "$(value chain checksum)" = "$want" ] || fail "checksum after remote, remote, remote, local differs"
   [ "$(grep -c "now runs on tcp://" "$work/chain.err")" = 3 ] || fail "expected three moves between servers"
   migrated chain
+  # from a ferry-mhelper to a server and back to a helper
+  rc=$(FERRY_MHELPER=always FERRY_MIGRATE_AT="0:0:launch=20,0:$b:launch=60,0:0:launch=100" \
+    run helper_rr migrate_iter 40)
+  passed helper_rr "$rc"
+  [ "$(value helper_rr checksum)" = "$want" ] || fail "checksum after helper, remote, helper differs"
+  [ "$(grep -c "in ferry-mhelper pid" "$work/helper_rr.err")" = 2 ] || fail "expected two moves onto helpers"
+  expect_in helper_rr.err "ferry: device 0 now runs on $b"
   # from outside, with the program's four threads running, then to the local GPU
   start ctl migrate_threads 1000000 500 "$work/stop"
   "$bin/ferry" migrate --pid "$pid" 0 "$b" >"$work/migrate.log" 2>&1 || fail "ferry migrate to $b exited $?"
