@@ -21,6 +21,8 @@
 #                     would get less than 5 s are skipped (recorded)
 #   RUN_TIMEOUT=120   timeout of one run
 #   ONLY="a b"        only these samples; BUILDS="shared static"
+#   MIGRATE_TO=server2 the migrated runs move to a second ferry-server on
+#                     this machine (remote to remote) instead of local GPU 0
 #   MIGRATE_PCTS="50" where the migrated runs move (per cent of the ferry
 #                     run's launches); 50 is mode "migrated", others
 #                     "migrated<pct>" (report.py notes them)
@@ -58,6 +60,7 @@ fi
 work=$(mktemp -d /tmp/fsamples.XXXXXX) || exit 0
 server=
 cleanup() {
+  [ -n "${server2:-}" ] && kill "$server2" 2>/dev/null
   if [ -n "$server" ]; then
     kill "$server" 2>/dev/null
     for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$server" 2>/dev/null || break; sleep 0.2; done
@@ -124,6 +127,22 @@ else
   fi
 fi
 
+# where the migrated runs go: local GPU 0, or a second server (MIGRATE_TO=server2)
+target=0
+server2=
+if [ "${MIGRATE_TO:-local}" = server2 ] && [ "$DRY_RUN" != 1 ]; then
+  "$build/bin/ferry-server" --listen tcp://127.0.0.1:0 --backend "${FERRY_BACKEND:-cuda}" \
+    2>"$out/server2.log" </dev/null &
+  server2=$!
+  for _ in $(seq 150); do
+    p2=$(sed -n 's/.*listening on tcp:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/server2.log" | head -n 1)
+    [ -n "$p2" ] && break
+    sleep 0.1
+  done
+  target=tcp://127.0.0.1:${p2:-1}/0
+  say "migrated runs move to the second server, $target"
+fi
+
 # Slowest first (times of docs/compatibility.md), so that the parallel
 # runs end together; then the manifest's order.
 SLOW="binomialOptions stereoDisparity simpleStreams FDTD3d UnifiedMemoryPerf simpleAttributes
@@ -143,7 +162,7 @@ total=$(wc -l <"$work/jobs.txt")
 say "$total runs of (native, ferry, migrated), $PAR at a time, all ending by ${DEADLINE_S}s"
 
 : >"$out/runs.txt"
-export work out ferry native_lib port t_start DEADLINE_S RUN_TIMEOUT DRY_RUN total
+export work out ferry native_lib port t_start DEADLINE_S RUN_TIMEOUT DRY_RUN total target
 
 # run_one NAME BUILD MODE [VAR=VALUE...]: one run, in the sample's directory.
 run_one() {
@@ -226,7 +245,7 @@ job() {
       [ "$k" -ge 1 ] || k=1
       mode=migrated
       [ "$pct" = 50 ] || mode=migrated$pct
-      run_one "$name" "$b" "$mode" "FERRY_MIGRATE_AT=0:0:launch=$k"
+      run_one "$name" "$b" "$mode" "FERRY_MIGRATE_AT=0:$target:launch=$k"
     done
   fi
   for m in native ferry migrated; do
