@@ -36,6 +36,8 @@ static void usage(FILE *out) {
           "       ferry ls [--json]\n"
           "       ferry status (--pid PID | --socket PATH) [--json]\n"
           "       ferry migrate (--pid PID | --socket PATH) VGPU (LOCAL_GPU | SERVER_URL)\n"
+          "       ferry migrate --prepare (--pid PID | --socket PATH) VGPU (LOCAL_GPU | SERVER_URL)\n"
+          "       ferry migrate --cancel (--pid PID | --socket PATH) VGPU\n"
           "       ferry version\n"
           "\n"
           "run      start PROGRAM (built with `nvcc -cudart shared`) on remote GPUs.\n"
@@ -45,8 +47,12 @@ static void usage(FILE *out) {
           "         (BIN: the directory of this program); FERRY_LIBDIR overrides both.\n"
           "ls       list running ferry programs: pid, vGPUs, where each runs, socket.\n"
           "status   one program's vGPUs: backend, records, live memory, last migration.\n"
-          "migrate  move vGPU VGPU of a running program onto its machine's GPU LOCAL_GPU;\n"
-          "         waits for the end and shows the memory copy's progress on stderr.\n"
+          "migrate  move vGPU VGPU of a running program onto its machine's GPU LOCAL_GPU, or\n"
+          "         to another server's GPU (SERVER_URL, tcp://host:port/gpu), where it stays\n"
+          "         remote; waits for the end and shows the memory copy's progress on stderr.\n"
+          "         --prepare opens the target now (context, arena, helper or session) while the\n"
+          "         program runs, so that a later migrate to it starts at the hold; --cancel\n"
+          "         closes a prepared target.\n"
           "         Control sockets live in FERRY_CONTROL_DIR, else XDG_RUNTIME_DIR, else /tmp.\n"
           "         A socket is believed only if it is yours (not a link) and the process\n"
           "         behind it runs as you and is the pid its name says (root: any user's).\n");
@@ -253,8 +259,12 @@ static int ctl_read(int fd, char *r, size_t n, int timeout_ms) {
 
 /* sends one request line: 0, or -1 with a reason in r */
 static int ctl_send(int fd, const char *req, char *r, size_t n) {
-  char line[300];
+  char line[512];
   int len = snprintf(line, sizeof line, "%s\n", req);
+  if (len < 0 || (size_t)len >= sizeof line) {
+    snprintf(r, n, "the request is too long");
+    return -1;
+  }
   for (int off = 0; off < len;) {
     ssize_t w = send(fd, line + off, (size_t)(len - off), MSG_NOSIGNAL);
     if (w < 0 && errno == EINTR) continue;
@@ -704,9 +714,48 @@ static const json_t *find_migration(const json_t *st, long vgpu) {
   return NULL;
 }
 
+/* --prepare: open the target now, for a later migrate; --cancel VGPU: close it */
+static int cmd_prepare_cancel(int argc, char **argv, int cancel) {
+  struct target t;
+  char *pos[2];
+  int rc = parse_target("migrate", argc, argv, &t, NULL, pos, cancel ? 1 : 2);
+  if (rc) return rc;
+  char *end;
+  errno = 0;
+  long vg = strtol(pos[0], &end, 10);
+  if (!*pos[0] || *end || errno || vg < 0 || vg > INT_MAX) {
+    fprintf(stderr, "ferry migrate: VGPU '%s' must be a number from 0\n", pos[0]);
+    return 2;
+  }
+  if (!cancel && (strlen(pos[1]) > 300 || strpbrk(pos[1], " \t\r\n"))) {
+    fprintf(stderr, "ferry migrate: TARGET '%s' is neither a local GPU nor a server URL\n", pos[1]);
+    return 2;
+  }
+  int fd = open_target("migrate", &t);
+  if (fd < 0) return 1;
+  char req[400];
+  if (cancel) snprintf(req, sizeof req, "cancel %ld", vg);
+  else snprintf(req, sizeof req, "prepare %ld %s", vg, pos[1]);
+  rc = ctl_send(fd, req, reply_buf, sizeof reply_buf);
+  if (!rc) rc = ctl_read(fd, reply_buf, sizeof reply_buf, -1);
+  close(fd);
+  if (!rc && !strncmp(reply_buf, "ok ", 3)) {
+    printf("%s\n", reply_buf + 3);
+    return 0;
+  }
+  fprintf(stderr, "ferry migrate: %s\n", !strncmp(reply_buf, "error ", 6) ? reply_buf + 6 : reply_buf);
+  return 1;
+}
+
 static int cmd_migrate(int argc, char **argv) {
   struct target t;
   char *pos[2];
+  for (int i = 0; i < argc; i++)
+    if (!strcmp(argv[i], "--prepare") || !strcmp(argv[i], "--cancel")) {
+      int cancel = argv[i][2] == 'c';
+      for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
+      return cmd_prepare_cancel(argc - 1, argv, cancel);
+    }
   int rc = parse_target("migrate", argc, argv, &t, NULL, pos, 2);
   if (rc) return rc;
   long idx[2];

@@ -247,6 +247,53 @@ static void reply_migrate(char **tok, int ntok, char *reply, size_t len) {
     snprintf(reply, len, "ok vgpu %d now on local GPU %d (%.1f ms)", vgpu, gpu, ms);
 }
 
+/* prepare <vgpu> <target>: the target opened now, for a later migrate;
+   cancel <vgpu>: closed again */
+static int vgpu_arg(const char *tok, int *vgpu, char *reply, size_t len) {
+  if (parse_index("vgpu", tok, vgpu, reply, len)) return -1;
+  int count = ferry_vgpu_count();
+  if (*vgpu >= count) {
+    snprintf(reply, len, "error no vgpu %d: this program has %d", *vgpu, count < 0 ? 0 : count);
+    return -1;
+  }
+  return 0;
+}
+
+static void reply_prepare(char **tok, int ntok, char *reply, size_t len) {
+  int vgpu;
+  if (ntok != 3) {
+    snprintf(reply, len, "error prepare takes 2 arguments, <vgpu> <local-gpu or server URL> (got %d)",
+             ntok - 1);
+    return;
+  }
+  if (vgpu_arg(tok[1], &vgpu, reply, len)) return;
+  char err[256] = "";
+  if (ferry_prepare(vgpu, tok[2], err, sizeof err)) {
+    err[sizeof err - 1] = '\0';
+    one_line(err);
+    snprintf(reply, len, "error %s", *err ? err : "prepare failed");
+    return;
+  }
+  snprintf(reply, len, "ok vgpu %d prepared on %s (%.1f ms)", vgpu, tok[2],
+           json_number(ferry_prepared_ms(vgpu)));
+}
+
+static void reply_cancel(char **tok, int ntok, char *reply, size_t len) {
+  int vgpu;
+  if (ntok != 2) {
+    snprintf(reply, len, "error cancel takes 1 argument, <vgpu> (got %d)", ntok - 1);
+    return;
+  }
+  if (vgpu_arg(tok[1], &vgpu, reply, len)) return;
+  char err[256] = "";
+  if (ferry_prepare_cancel(vgpu, err, sizeof err)) {
+    one_line(err);
+    snprintf(reply, len, "error %s", err);
+    return;
+  }
+  snprintf(reply, len, "ok vgpu %d: its prepared target is closed", vgpu);
+}
+
 void ferry_control_handle(const char *line, char *reply, size_t len) {
   if (!reply || !len) return;
   size_t n = strlen(line);
@@ -266,12 +313,17 @@ void ferry_control_handle(const char *line, char *reply, size_t len) {
     snprintf(reply, len, "error empty request (try help)");
   } else if (!strcmp(tok[0], "migrate")) {
     reply_migrate(tok, ntok, reply, len);
+  } else if (!strcmp(tok[0], "prepare")) {
+    reply_prepare(tok, ntok, reply, len);
+  } else if (!strcmp(tok[0], "cancel")) {
+    reply_cancel(tok, ntok, reply, len);
   } else if ((!strcmp(tok[0], "status") || !strcmp(tok[0], "help")) && ntok > 1) {
     snprintf(reply, len, "error %s takes no arguments (got '%s')", tok[0], echo(tok[1], e, sizeof e));
   } else if (!strcmp(tok[0], "status")) {
     reply_status(reply, len);
   } else if (!strcmp(tok[0], "help")) {
-    snprintf(reply, len, "ok verbs: migrate <vgpu> <local-gpu or server URL> | status | help");
+    snprintf(reply, len, "ok verbs: migrate <vgpu> <local-gpu or server URL> | prepare <vgpu> "
+                         "<local-gpu or server URL> | cancel <vgpu> | status | help");
   } else {
     snprintf(reply, len, "error unknown command '%s' (try help)", echo(tok[0], e, sizeof e));
   }

@@ -596,6 +596,50 @@ static const char *placement(int vi, int gpu, int *helper, char *buf, size_t n) 
   return NULL;
 }
 
+/* Targets opened ahead (`prepare`): the next migration of the vGPU to the
+   same target takes it, so the migration itself starts at the hold.
+   Under mig_lock; busy while a prepare opens one. */
+static struct prepared {
+  int active, busy, gpu, helper, remote;
+  struct ferry_url url;
+  struct ferry_local *L;
+  struct ferry_link *tl;
+  struct ferry_target t;
+  double setup_ms;
+} prepared[FERRY_MAX_VGPUS];
+
+static int same_target(const struct prepared *p, int gpu, const struct ferry_url *url) {
+  if (!url) return !p->remote && p->gpu == gpu;
+  return p->remote && !strcmp(p->url.scheme, url->scheme) && !strcmp(p->url.host, url->host) &&
+         p->url.port == url->port && p->url.gpu == url->gpu;
+}
+
+/* closes what a failed migration or a cancelled prepare opened */
+static void close_opened(struct mig *m) {
+  struct ferry_vgpu *v = m->v;
+  if (m->L) ferry_local_close(m->L);
+  m->L = NULL;
+  if (!m->helper && !m->url && !v->placeholder && ferry_placeholder_reserve(v))
+    ferry_log("device %d: the address range of its memory could not be set aside again; "
+              "host memory may now be mapped there", v->index);
+  close_helper(m);
+  if (m->helper) ferry_host_forget_helper(v->index);
+}
+
+/* why vGPU vi cannot move to the target now (mig_lock held), or NULL */
+static const char *cannot_move(struct ferry_vgpu *v, const struct ferry_url *url) {
+  if (v->mig.state == FERRY_MIG_RUNNING) return "a migration of device %d is already running";
+  if (prepared[v->index].busy) return "a prepare of device %d is running";
+  if (url && ferry_is_local(v))
+    return "device %d runs on a local GPU in this process; moving it back to a server is not "
+           "supported yet (a vGPU in a ferry-mhelper can move)";
+  if (ferry_is_local(v)) return "device %d already runs on a local GPU (in this process)";
+  if (!url && v->moved) return "device %d already runs on a local GPU (in a ferry-mhelper)";
+  if (ferry_dead(v)) return "device %d lost its server; there is nothing left to migrate";
+  if (v->log_broken) return "device %d lost a record (out of memory); it cannot migrate";
+  return NULL;
+}
+
 /* *started: 0 when refused before anything began (nothing logged) */
 static int migrate(int vi, int gpu, const struct ferry_url *url, char *err, size_t errlen,
                    int *started) {
@@ -616,18 +660,24 @@ static int migrate(int vi, int gpu, const struct ferry_url *url, char *err, size
   char why[256];
   int helper = 0;
   pthread_mutex_lock(&mig_lock);
-  const char *busy = NULL;
-  if (v->mig.state == FERRY_MIG_RUNNING) busy = "a migration of device %d is already running";
-  else if (url && ferry_is_local(v))
-    busy = "device %d runs on a local GPU in this process; moving it back to a server is not "
-           "supported yet (a vGPU in a ferry-mhelper can move)";
-  else if (ferry_is_local(v)) busy = "device %d already runs on a local GPU (in this process)";
-  else if (!url && v->moved) busy = "device %d already runs on a local GPU (in a ferry-mhelper)";
-  else if (ferry_dead(v)) busy = "device %d lost its server; there is nothing left to migrate";
-  else if (v->log_broken) busy = "device %d lost a record (out of memory); it cannot migrate";
-  const char *refused = busy || url ? NULL : placement(vi, gpu, &helper, why, sizeof why);
+  const char *busy = cannot_move(v, url);
+  /* a target prepared for this move is taken; one prepared elsewhere is dropped */
+  struct prepared pre = {0}, stale = {0};
+  if (!busy && prepared[vi].active) {
+    if (same_target(&prepared[vi], gpu, url)) pre = prepared[vi];
+    else stale = prepared[vi];
+    prepared[vi].active = 0;
+    if (stale.active && !stale.helper && !stale.remote) v->inproc_gpu = -1;
+  }
+  if (pre.active) helper = pre.helper;
+  const char *refused = busy || url || pre.active ? NULL : placement(vi, gpu, &helper, why, sizeof why);
   if (busy || refused) {
     pthread_mutex_unlock(&mig_lock);
+    if (stale.active) {
+      struct mig sm = {.v = v, .helper = stale.helper, .url = stale.remote ? &stale.url : NULL,
+                       .L = stale.L, .tl = stale.tl};
+      close_opened(&sm);
+    }
     if (busy) return refuse(err, errlen, busy, vi);
     return refuse(err, errlen, "%s", refused);
   }
@@ -642,16 +692,25 @@ static int migrate(int vi, int gpu, const struct ferry_url *url, char *err, size
   v->mig.records = ferry_recorder_live(&v->log);
   pthread_mutex_unlock(&mig_lock);
 
+  if (stale.active) {
+    struct mig sm = {.v = v, .helper = stale.helper, .url = stale.remote ? &stale.url : NULL,
+                     .L = stale.L, .tl = stale.tl};
+    close_opened(&sm);
+  }
   struct mig m = {.v = v, .gpu = gpu, .helper = helper, .url = url, .err = err, .errlen = errlen,
                   .t_phase = now_ms()};
   double t0 = m.t_phase;
   int failed = 0;
-  /* the target opens while the program runs: its context, arena or
-     helper process are not part of the pause */
-  pthread_mutex_lock(&mig_lock);
-  v->mig.phase = FERRY_PHASE_SETUP;
-  pthread_mutex_unlock(&mig_lock);
-  failed = url ? open_remote(&m) : helper ? open_helper(&m) : open_local(&m);
+  if (pre.active) { /* opened by prepare, while the program ran */
+    m.L = pre.L, m.tl = pre.tl, m.t = pre.t;
+  } else {
+    /* the target opens while the program runs: its context, arena or
+       helper process are not part of the pause */
+    pthread_mutex_lock(&mig_lock);
+    v->mig.phase = FERRY_PHASE_SETUP;
+    pthread_mutex_unlock(&mig_lock);
+    failed = url ? open_remote(&m) : helper ? open_helper(&m) : open_local(&m);
+  }
   enter_phase(&m, FERRY_PHASE_HOLD);
   uint64_t bytes = 0, records = 0;
   if (!failed) {
@@ -670,15 +729,7 @@ static int migrate(int vi, int gpu, const struct ferry_url *url, char *err, size
   } else {
     enter_phase(&m, -1);
   }
-  if (failed) {
-    if (m.L) ferry_local_close(m.L);
-    m.L = NULL;
-    if (!m.helper && !url && !v->placeholder && ferry_placeholder_reserve(v))
-      ferry_log("device %d: the address range of its memory could not be set aside again; "
-                "host memory may now be mapped there", vi);
-    close_helper(&m);
-    ferry_host_forget_helper(vi);
-  }
+  if (failed) close_opened(&m);
   for (size_t i = 0; i < m.nrebinds; i++) free(m.rebinds[i].info);
   free(m.rebinds);
   free(m.vars);
@@ -758,6 +809,70 @@ int ferry_migrate_to(int vi, const char *target, char *err, size_t errlen) {
   struct ferry_url url;
   if (parse_target(target, strlen(target), &gpu, &url, &remote, err, errlen)) return -1;
   return migrate(vi, gpu, remote ? &url : NULL, err, errlen, &started);
+}
+
+int ferry_prepare(int vi, const char *target, char *err, size_t errlen) {
+  int gpu, remote, helper = 0;
+  struct ferry_url url;
+  if (errlen) err[0] = '\0';
+  int rc = ferry_ensure_init();
+  if (rc) return refuse(err, errlen, "CUDA is not usable in this program (%s)",
+                        cudaGetErrorName((cudaError_t)rc));
+  if (vi < 0 || vi >= ferry.count)
+    return refuse(err, errlen, "no device %d: this program has %d device(s)", vi, ferry.count);
+  if (parse_target(target, strlen(target), &gpu, &url, &remote, err, errlen)) return -1;
+  struct ferry_vgpu *v = &ferry.vgpus[vi];
+  char why[256];
+  pthread_mutex_lock(&mig_lock);
+  const char *busy = cannot_move(v, remote ? &url : NULL);
+  if (!busy && prepared[vi].active) busy = "device %d already has a prepared target (cancel it first)";
+  const char *refused = busy || remote ? NULL : placement(vi, gpu, &helper, why, sizeof why);
+  if (busy || refused) {
+    pthread_mutex_unlock(&mig_lock);
+    if (busy) return refuse(err, errlen, busy, vi);
+    return refuse(err, errlen, "%s", refused);
+  }
+  prepared[vi].busy = 1;
+  if (!helper && !remote) v->inproc_gpu = gpu;
+  pthread_mutex_unlock(&mig_lock);
+  struct mig m = {.v = v, .gpu = gpu, .helper = helper, .url = remote ? &url : NULL, .err = err,
+                  .errlen = errlen};
+  double t0 = now_ms();
+  int failed = remote ? open_remote(&m) : helper ? open_helper(&m) : open_local(&m);
+  if (failed) close_opened(&m);
+  pthread_mutex_lock(&mig_lock);
+  prepared[vi] = (struct prepared){.active = !failed, .gpu = gpu, .helper = helper,
+                                   .remote = remote, .url = url, .L = m.L, .tl = m.tl, .t = m.t,
+                                   .setup_ms = now_ms() - t0};
+  if (failed && !helper && !remote) v->inproc_gpu = -1;
+  pthread_mutex_unlock(&mig_lock);
+  return failed ? -1 : 0;
+}
+
+int ferry_prepare_cancel(int vi, char *err, size_t errlen) {
+  if (errlen) err[0] = '\0';
+  if (vi < 0 || vi >= FERRY_MAX_VGPUS) return refuse(err, errlen, "no device %d", vi);
+  pthread_mutex_lock(&mig_lock);
+  struct prepared p = prepared[vi];
+  if (p.busy) {
+    pthread_mutex_unlock(&mig_lock);
+    return refuse(err, errlen, "a prepare of device %d is running", vi);
+  }
+  prepared[vi].active = 0;
+  if (p.active && !p.helper && !p.remote) ferry.vgpus[vi].inproc_gpu = -1;
+  pthread_mutex_unlock(&mig_lock);
+  if (!p.active) return refuse(err, errlen, "device %d has no prepared target", vi);
+  struct mig m = {.v = &ferry.vgpus[vi], .helper = p.helper, .url = p.remote ? &p.url : NULL,
+                  .L = p.L, .tl = p.tl};
+  close_opened(&m);
+  return 0;
+}
+
+double ferry_prepared_ms(int vi) {
+  pthread_mutex_lock(&mig_lock);
+  double ms = vi >= 0 && vi < FERRY_MAX_VGPUS && prepared[vi].active ? prepared[vi].setup_ms : -1;
+  pthread_mutex_unlock(&mig_lock);
+  return ms;
 }
 
 /* ---- FERRY_MIGRATE_AT=<vgpu>:<target>:launch=<N>[,...]; target: a local

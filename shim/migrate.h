@@ -60,6 +60,13 @@ int ferry_migrate(int vgpu, int local_gpu, char *err, size_t errlen);
 /* target: a local GPU's index, or a server URL (tcp://host:port/gpu): the
    vGPU moves to another server session, still remote (its log goes on) */
 int ferry_migrate_to(int vgpu, const char *target, char *err, size_t errlen);
+/* opens the target of a later migration now (context and arena, a helper,
+   or a server session), while the program runs: the migration to it then
+   starts at the hold. cancel closes it; a migration elsewhere drops it */
+int ferry_prepare(int vgpu, const char *target, char *err, size_t errlen);
+int ferry_prepare_cancel(int vgpu, char *err, size_t errlen);
+/* how long the prepared target took to open; -1 when there is none */
+double ferry_prepared_ms(int vgpu);
 
 /* number of vGPUs, and one's snapshot; -1 when index is out of range */
 int ferry_vgpu_count(void);

@@ -356,6 +356,68 @@ to_server_fail)
   "$bin/ferry" migrate --pid 1 0 nowhere >"$work/bad.log" 2>&1
   [ $? = 2 ] || fail "ferry migrate to 'nowhere' should be a usage error"
   ;;
+prepare)
+  # prepare, then migrate: the migration takes the opened target
+  start_server
+  a=$FERRY_DEVICES
+  start_sim_server
+  b="tcp://127.0.0.1:$port/0"
+  bpid=$server_pid
+  FERRY_STATS=1 start ctl migrate_iter 1000000 2000 "$work/stop"
+  "$bin/ferry" migrate --prepare --pid "$pid" 0 0 >"$work/prep.log" 2>&1 || fail "ferry migrate --prepare exited $?"
+  grep -q "^vgpu 0 prepared on 0 (" "$work/prep.log" || fail "prepare did not say so: $(cat "$work/prep.log")"
+  "$bin/ferry" migrate --prepare --pid "$pid" 0 0 >"$work/prep2.log" 2>&1 && fail "a second prepare succeeded"
+  grep -q "already has a prepared target" "$work/prep2.log" || fail "the second prepare gives no reason"
+  status_json
+  json_has backend '"remote"'
+  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/migrate.log" 2>&1 || fail "ferry migrate after prepare exited $?"
+  finish
+  passed ctl "$rc"
+  same_result ctl
+  migrated ctl
+  # the target was the prepared one: the migration opened nothing itself
+  grep -q "migration stats: .* setup_ms=0.000 " "$work/ctl.err" || fail "the migration opened its own target"
+  # prepare, then cancel: nothing moves, the program goes on
+  start ctl2 migrate_iter 1000000 2000 "$work/stop"
+  "$bin/ferry" migrate --prepare --pid "$pid" 0 0 >"$work/prep.log" 2>&1 || fail "prepare exited $?"
+  "$bin/ferry" migrate --cancel --pid "$pid" 0 >"$work/cancel.log" 2>&1 || fail "ferry migrate --cancel exited $?"
+  "$bin/ferry" migrate --cancel --pid "$pid" 0 >"$work/cancel2.log" 2>&1 && fail "a second cancel succeeded"
+  grep -q "has no prepared target" "$work/cancel2.log" || fail "the second cancel gives no reason"
+  sleep 0.2
+  # ... and a later migration opens its own target
+  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/migrate2.log" 2>&1 || fail "ferry migrate after cancel exited $?"
+  finish
+  passed ctl2 "$rc"
+  same_result ctl2
+  migrated ctl2
+  # prepare, then the program ends: nothing left behind, nothing crashes
+  start ctl3 migrate_iter 1000000 2000 "$work/stop"
+  "$bin/ferry" migrate --prepare --pid "$pid" 0 0 >"$work/prep.log" 2>&1 || fail "prepare exited $?"
+  finish
+  passed ctl3 "$rc"
+  same_result ctl3
+  expect_not_in ctl3.err "now runs on"
+  # prepared on server B, then B dies: the migration fails, the program goes on
+  start ctl4 migrate_iter 1000000 2000 "$work/stop"
+  "$bin/ferry" migrate --prepare --pid "$pid" 0 "$b" >"$work/prep.log" 2>&1 || fail "prepare to $b exited $?"
+  kill "$bpid"
+  wait "$bpid" 2>/dev/null
+  "$bin/ferry" migrate --pid "$pid" 0 "$b" >"$work/dead.log" 2>&1 && fail "a migration to the dead server succeeded"
+  status_json
+  json_has backend '"remote"'
+  # prepared for the local GPU, moved elsewhere: the prepared target is dropped
+  start_sim_server
+  c="tcp://127.0.0.1:$port/0"
+  "$bin/ferry" migrate --prepare --pid "$pid" 0 0 >"$work/prep.log" 2>&1 || fail "prepare exited $?"
+  "$bin/ferry" migrate --pid "$pid" 0 "$c" >"$work/toc.log" 2>&1 || fail "ferry migrate to $c exited $?"
+  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/local.log" 2>&1 || fail "ferry migrate to the local GPU exited $?"
+  finish
+  passed ctl4 "$rc"
+  same_result ctl4
+  expect_in ctl4.err "ferry: device 0 now runs on $c"
+  expect_in ctl4.err "ferry: migration of device 0 to $b failed: "
+  expect_in ctl4.err "ferry: device 0 now runs on local GPU 0"
+  ;;
 bad_at)
   # FERRY_MIGRATE_AT values that cannot be: one line each, nothing moves
   start_server

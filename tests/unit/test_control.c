@@ -350,8 +350,8 @@ static int count_lines(const char *s) {
 
 static void test_help(void **state) {
   (void)state;
-  assert_string_equal(handle("help"), "ok verbs: migrate <vgpu> <local-gpu or server URL> | status | help");
-  assert_string_equal(handle("  help\t"), "ok verbs: migrate <vgpu> <local-gpu or server URL> | status | help");
+  assert_string_equal(handle("help"), "ok verbs: migrate <vgpu> <local-gpu or server URL> | prepare <vgpu> <local-gpu or server URL> | cancel <vgpu> | status | help");
+  assert_string_equal(handle("  help\t"), "ok verbs: migrate <vgpu> <local-gpu or server URL> | prepare <vgpu> <local-gpu or server URL> | cancel <vgpu> | status | help");
 }
 
 static void test_status_json(void **state) {
@@ -495,6 +495,45 @@ int ferry_migrate_to(int vgpu, const char *target, char *err, size_t errlen) {
   return bad ? -1 : 0;
 }
 
+/* prepare/cancel: a double that remembers one prepared target per vGPU */
+static char prepared_at[2][320];
+int ferry_prepare(int vgpu, const char *target, char *err, size_t errlen) {
+  if (prepared_at[vgpu][0]) {
+    snprintf(err, errlen, "device %d already has a prepared target (cancel it first)", vgpu);
+    return -1;
+  }
+  snprintf(prepared_at[vgpu], sizeof prepared_at[vgpu], "%s", target);
+  return 0;
+}
+int ferry_prepare_cancel(int vgpu, char *err, size_t errlen) {
+  if (!prepared_at[vgpu][0]) {
+    snprintf(err, errlen, "device %d has no prepared target", vgpu);
+    return -1;
+  }
+  prepared_at[vgpu][0] = '\0';
+  return 0;
+}
+double ferry_prepared_ms(int vgpu) { return prepared_at[vgpu][0] ? 131.25 : -1; }
+
+static void test_prepare_cancel(void **state) {
+  (void)state;
+  reset_doubles();
+  memset(prepared_at, 0, sizeof prepared_at);
+  assert_string_equal(handle("prepare 1 0"), "ok vgpu 1 prepared on 0 (131.2 ms)");
+  assert_string_equal(prepared_at[1], "0");
+  assert_string_equal(handle("prepare 1 tcp://b:7420/0"),
+                      "error device 1 already has a prepared target (cancel it first)");
+  assert_string_equal(handle("cancel 1"), "ok vgpu 1: its prepared target is closed");
+  assert_string_equal(handle("cancel 1"), "error device 1 has no prepared target");
+  assert_string_equal(handle("prepare 0 tcp://b:7420/0"), "ok vgpu 0 prepared on tcp://b:7420/0 (131.2 ms)");
+  assert_string_equal(handle("prepare 5 0"), "error no vgpu 5: this program has 2");
+  assert_string_equal(handle("prepare 0"),
+                      "error prepare takes 2 arguments, <vgpu> <local-gpu or server URL> (got 1)");
+  assert_string_equal(handle("cancel"), "error cancel takes 1 argument, <vgpu> (got 0)");
+  assert_string_equal(handle("cancel x"), "error vgpu 'x' is not a number");
+  assert_int_equal(migrate_calls, 0); /* neither verb migrates */
+}
+
 static void test_migrate_to_server(void **state) {
   (void)state;
   reset_doubles();
@@ -589,7 +628,7 @@ static void test_line_length(void **state) {
   memset(line, ' ', sizeof line);
   memcpy(line, "help", 4);
   line[256] = '\0'; /* the longest line there may be */
-  assert_string_equal(handle(line), "ok verbs: migrate <vgpu> <local-gpu or server URL> | status | help");
+  assert_string_equal(handle(line), "ok verbs: migrate <vgpu> <local-gpu or server URL> | prepare <vgpu> <local-gpu or server URL> | cancel <vgpu> | status | help");
   line[256] = ' ';
   line[257] = '\0';
   assert_string_equal(handle(line), "error line too long (max 256 bytes)");
@@ -626,7 +665,7 @@ static void test_socket_requests(void **state) {
   /* several requests in one write, \r\n or \n, one reply each, in order */
   const char *req = "help\nstatus\r\nmigrate 9 0\n\r\n";
   send_str(fd, req, strlen(req));
-  assert_string_equal(read_line(fd, a, sizeof a), "ok verbs: migrate <vgpu> <local-gpu or server URL> | status | help");
+  assert_string_equal(read_line(fd, a, sizeof a), "ok verbs: migrate <vgpu> <local-gpu or server URL> | prepare <vgpu> <local-gpu or server URL> | cancel <vgpu> | status | help");
   assert_non_null(read_line(fd, b, sizeof b));
   assert_string_equal(b, handle("status"));
   assert_string_equal(read_line(fd, c, sizeof c), "error no vgpu 9: this program has 2 (0..1)");
@@ -634,7 +673,7 @@ static void test_socket_requests(void **state) {
   /* a request split over several writes */
   send_str(fd, "he", 2);
   send_str(fd, "lp\n", 3);
-  assert_string_equal(read_line(fd, a, sizeof a), "ok verbs: migrate <vgpu> <local-gpu or server URL> | status | help");
+  assert_string_equal(read_line(fd, a, sizeof a), "ok verbs: migrate <vgpu> <local-gpu or server URL> | prepare <vgpu> <local-gpu or server URL> | cancel <vgpu> | status | help");
   assert_string_equal(ask(fd, "migrate 1 3\n"), "ok vgpu 1 now on local GPU 3 (12.5 ms)");
   send_str(fd, "he\0lp\n", 6);
   assert_string_equal(read_line(fd, a, sizeof a), "error request holds a NUL byte");
@@ -651,7 +690,7 @@ static void test_socket_too_long(void **state) {
   memcpy(line + 256, "\r\n", 2);
   send_str(fd, line, 258);
   char r[256];
-  assert_string_equal(read_line(fd, r, sizeof r), "ok verbs: migrate <vgpu> <local-gpu or server URL> | status | help");
+  assert_string_equal(read_line(fd, r, sizeof r), "ok verbs: migrate <vgpu> <local-gpu or server URL> | prepare <vgpu> <local-gpu or server URL> | cancel <vgpu> | status | help");
   /* one byte more is refused and the connection closed */
   line[256] = ' ';
   line[257] = '\n';
@@ -667,7 +706,7 @@ static void test_socket_too_long(void **state) {
   assert_closed(fd);
   close(fd);
   fd = connect_self();
-  assert_string_equal(ask(fd, "help\n"), "ok verbs: migrate <vgpu> <local-gpu or server URL> | status | help");
+  assert_string_equal(ask(fd, "help\n"), "ok verbs: migrate <vgpu> <local-gpu or server URL> | prepare <vgpu> <local-gpu or server URL> | cancel <vgpu> | status | help");
   close(fd);
 }
 
@@ -678,7 +717,7 @@ static void test_socket_disconnect_mid_line(void **state) {
   send_str(fd, "help\nmigrate 0 1", 16);
   shutdown(fd, SHUT_WR); /* gone before the newline */
   char r[256];
-  assert_string_equal(read_line(fd, r, sizeof r), "ok verbs: migrate <vgpu> <local-gpu or server URL> | status | help");
+  assert_string_equal(read_line(fd, r, sizeof r), "ok verbs: migrate <vgpu> <local-gpu or server URL> | prepare <vgpu> <local-gpu or server URL> | cancel <vgpu> | status | help");
   assert_closed(fd);
   close(fd);
   fd = connect_self();
@@ -702,7 +741,7 @@ static void test_socket_status_during_migrate(void **state) {
   json_t *mig = jmig(parsed(ask(s, "status\n") + 3), 0);
   assert_string_equal(jget_str(mig, "state"), "running");
   assert_string_equal(jget_str(mig, "phase"), "memsync");
-  assert_string_equal(ask(s, "help\n"), "ok verbs: migrate <vgpu> <local-gpu or server URL> | status | help");
+  assert_string_equal(ask(s, "help\n"), "ok verbs: migrate <vgpu> <local-gpu or server URL> | prepare <vgpu> <local-gpu or server URL> | cancel <vgpu> | status | help");
   sem_post(&release);
   char r[256];
   assert_string_equal(read_line(m, r, sizeof r), "ok vgpu 0 now on local GPU 1 (12.5 ms)");
@@ -1657,6 +1696,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_status_too_small),
       cmocka_unit_test(test_migrate_ok),
       cmocka_unit_test(test_migrate_to_server),
+      cmocka_unit_test(test_prepare_cancel),
       cmocka_unit_test(test_migrate_error),
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_bad_input_echo),
