@@ -106,6 +106,10 @@ struct mig {
   size_t nrebinds;
   char *err;
   size_t errlen;
+  /* mem-sync's buffers, page-locked on the target before the hold */
+  void *bufs[2];
+  int registered[2];
+  uint64_t buf_bytes;
 };
 
 /* closes the running phase's clock; phase < 0 keeps the last one shown
@@ -396,53 +400,89 @@ static int drain(struct mig *m) {
 }
 
 #define MEMSYNC_BUFFERS 2
+#define MEMSYNC_MAX_BUFFER (16u << 20)
 
-/* every live region, through buffers in shared host memory that the target
-   page-locks for the copy */
+/* a buffer for total bytes: page-rounded, at most 16 MiB (page-locking is
+   paid per byte, and 2 x 16 MiB cost milliseconds where one 4 KiB region
+   needs a page) */
+static uint64_t buffer_size(uint64_t total) {
+  uint64_t page = 4096, need = (total + page - 1) / page * page;
+  return need < page ? page : need > MEMSYNC_MAX_BUFFER ? MEMSYNC_MAX_BUFFER : need;
+}
+
+static void buffers_close(struct mig *m) {
+  for (int i = 0; i < MEMSYNC_BUFFERS; i++) {
+    struct ferry_host_unregister_args u = {(uint64_t)(uintptr_t)m->bufs[i]};
+    if (m->registered[i]) tcall(m, FERRY_CALL_host_unregister, &u, NULL);
+    if (m->bufs[i] && (uint64_t)(uintptr_t)m->bufs[i] - FERRY_HOST_ARENA_BASE < FERRY_HOST_ARENA_SIZE)
+      ferry_host_shared_free(m->bufs[i]);
+    else
+      free(m->bufs[i]);
+    m->bufs[i] = NULL;
+    m->registered[i] = 0;
+  }
+  m->buf_bytes = 0;
+}
+
+/* two buffers of bytes each; the target page-locks them (another server
+   cannot read this process: its bytes travel with the calls) */
+static int buffers_open(struct mig *m, uint64_t bytes) {
+  for (int i = 0; i < MEMSYNC_BUFFERS; i++) {
+    if (m->url) {
+      if (posix_memalign(&m->bufs[i], 4096, bytes)) m->bufs[i] = NULL;
+    } else {
+      m->bufs[i] = ferry_host_shared_alloc(bytes);
+      /* in this process any memory will do; a helper needs the shared arena */
+      if (!m->bufs[i] && !m->helper && posix_memalign(&m->bufs[i], 4096, bytes)) m->bufs[i] = NULL;
+    }
+    if (!m->bufs[i]) {
+      buffers_close(m);
+      return fail(m, "no host memory for mem-sync's buffers");
+    }
+    m->buf_bytes = bytes;
+    if (m->url) continue;
+    struct ferry_host_register_args r = {(uint64_t)(uintptr_t)m->bufs[i], bytes};
+    int rc = tcall(m, FERRY_CALL_host_register, &r, NULL);
+    if (rc) {
+      buffers_close(m);
+      return fail(m, "cannot page-lock mem-sync's buffers on the local GPU: %s", error_name(rc));
+    }
+    m->registered[i] = 1;
+  }
+  return 0;
+}
+
+/* the buffers for the memory the vGPU holds now, before the hold */
+static int buffers_ahead(struct mig *m) {
+  pthread_mutex_lock(&m->v->arena_lock);
+  uint64_t live = m->v->arena.live_bytes;
+  pthread_mutex_unlock(&m->v->arena_lock);
+  return buffers_open(m, buffer_size(live));
+}
+
+/* every live region, through the buffers */
 static int memsync(struct mig *m, uint64_t *bytes) {
   struct ferry_vgpu *v = m->v;
   struct ferry_memsync_opts o;
   ferry_memsync_defaults(&o);
-  void *bufs[MEMSYNC_BUFFERS] = {NULL};
-  int registered[MEMSYNC_BUFFERS] = {0};
   uint64_t *pairs = NULL;
   char why[256] = "";
   int rc = 0;
   long n = ferry_memsync_plan(v->arena.regions, v->arena.nregions, v->arena.maps, v->arena.nmaps,
                               o.merge_gap, &pairs);
   if (n < 0) return fail(m, "out of memory planning mem-sync");
-  /* buffers no larger than what is copied: page-locking them is paid in
-     the pause, and 2 x 16 MiB cost milliseconds where one 4 KiB region
-     needs a page */
   uint64_t total = 0;
   for (long i = 0; i < n; i++) total += pairs[2 * i + 1];
-  uint64_t page = 4096, need = (total + page - 1) / page * page;
-  if (need && need < o.batch_bytes) o.batch_bytes = need;
-  /* another server cannot read this process: the bytes travel with the calls */
-  o.bulk = m->url != NULL;
-  for (int i = 0; i < MEMSYNC_BUFFERS && !rc && n > 0 && o.bulk; i++)
-    if (posix_memalign(&bufs[i], 4096, o.batch_bytes)) {
-      bufs[i] = NULL;
-      rc = fail(m, "no host memory for mem-sync's buffers");
-    }
-  for (int i = 0; i < MEMSYNC_BUFFERS && !rc && n > 0 && !o.bulk; i++) {
-    bufs[i] = ferry_host_shared_alloc(o.batch_bytes);
-    /* in this process any memory will do; a helper needs the shared arena */
-    if (!bufs[i] && !m->helper && posix_memalign(&bufs[i], 4096, o.batch_bytes)) bufs[i] = NULL;
-    if (!bufs[i]) {
-      rc = fail(m, "no host memory for mem-sync's buffers");
-      break;
-    }
-    struct ferry_host_register_args r = {(uint64_t)(uintptr_t)bufs[i], o.batch_bytes};
-    if ((rc = tcall(m, FERRY_CALL_host_register, &r, NULL))) {
-      rc = fail(m, "cannot page-lock mem-sync's buffers on the local GPU: %s", error_name(rc));
-      break;
-    }
-    registered[i] = 1;
+  /* the program allocated more since the buffers were made: larger ones now */
+  if (n > 0 && m->buf_bytes < buffer_size(total)) {
+    buffers_close(m);
+    rc = buffers_open(m, buffer_size(total));
   }
+  o.batch_bytes = m->buf_bytes ? m->buf_bytes : MEMSYNC_MAX_BUFFER;
+  o.bulk = m->url != NULL;
   if (!rc) {
     o.buffers = MEMSYNC_BUFFERS;
-    o.bufs = bufs;
+    o.bufs = m->bufs;
     o.progress = progress;
     o.progress_ctx = v;
     struct remote_src src = {&v->link, 0};
@@ -460,14 +500,7 @@ static int memsync(struct mig *m, uint64_t *bytes) {
     }
   }
   free(pairs);
-  for (int i = 0; i < MEMSYNC_BUFFERS; i++) {
-    struct ferry_host_unregister_args u = {(uint64_t)(uintptr_t)bufs[i]};
-    if (registered[i]) tcall(m, FERRY_CALL_host_unregister, &u, NULL);
-    if (bufs[i] && (uint64_t)(uintptr_t)bufs[i] - FERRY_HOST_ARENA_BASE < FERRY_HOST_ARENA_SIZE)
-      ferry_host_shared_free(bufs[i]);
-    else
-      free(bufs[i]);
-  }
+  buffers_close(m);
   return rc;
 }
 
@@ -605,6 +638,9 @@ static struct prepared {
   struct ferry_local *L;
   struct ferry_link *tl;
   struct ferry_target t;
+  void *bufs[2];
+  int registered[2];
+  uint64_t buf_bytes;
   double setup_ms;
 } prepared[FERRY_MAX_VGPUS];
 
@@ -617,6 +653,7 @@ static int same_target(const struct prepared *p, int gpu, const struct ferry_url
 /* closes what a failed migration or a cancelled prepare opened */
 static void close_opened(struct mig *m) {
   struct ferry_vgpu *v = m->v;
+  if (m->t.call) buffers_close(m);
   if (m->L) ferry_local_close(m->L);
   m->L = NULL;
   if (!m->helper && !m->url && !v->placeholder && ferry_placeholder_reserve(v))
@@ -675,7 +712,9 @@ static int migrate(int vi, int gpu, const struct ferry_url *url, char *err, size
     pthread_mutex_unlock(&mig_lock);
     if (stale.active) {
       struct mig sm = {.v = v, .helper = stale.helper, .url = stale.remote ? &stale.url : NULL,
-                       .L = stale.L, .tl = stale.tl};
+                       .L = stale.L, .tl = stale.tl, .t = stale.t, .buf_bytes = stale.buf_bytes};
+      memcpy(sm.bufs, stale.bufs, sizeof sm.bufs);
+      memcpy(sm.registered, stale.registered, sizeof sm.registered);
       close_opened(&sm);
     }
     if (busy) return refuse(err, errlen, busy, vi);
@@ -694,7 +733,9 @@ static int migrate(int vi, int gpu, const struct ferry_url *url, char *err, size
 
   if (stale.active) {
     struct mig sm = {.v = v, .helper = stale.helper, .url = stale.remote ? &stale.url : NULL,
-                     .L = stale.L, .tl = stale.tl};
+                     .L = stale.L, .tl = stale.tl, .t = stale.t, .buf_bytes = stale.buf_bytes};
+    memcpy(sm.bufs, stale.bufs, sizeof sm.bufs);
+    memcpy(sm.registered, stale.registered, sizeof sm.registered);
     close_opened(&sm);
   }
   struct mig m = {.v = v, .gpu = gpu, .helper = helper, .url = url, .err = err, .errlen = errlen,
@@ -702,7 +743,9 @@ static int migrate(int vi, int gpu, const struct ferry_url *url, char *err, size
   double t0 = m.t_phase;
   int failed = 0;
   if (pre.active) { /* opened by prepare, while the program ran */
-    m.L = pre.L, m.tl = pre.tl, m.t = pre.t;
+    m.L = pre.L, m.tl = pre.tl, m.t = pre.t, m.buf_bytes = pre.buf_bytes;
+    memcpy(m.bufs, pre.bufs, sizeof m.bufs);
+    memcpy(m.registered, pre.registered, sizeof m.registered);
   } else {
     /* the target opens while the program runs: its context, arena or
        helper process are not part of the pause */
@@ -710,6 +753,7 @@ static int migrate(int vi, int gpu, const struct ferry_url *url, char *err, size
     v->mig.phase = FERRY_PHASE_SETUP;
     pthread_mutex_unlock(&mig_lock);
     failed = url ? open_remote(&m) : helper ? open_helper(&m) : open_local(&m);
+    if (!failed) failed = buffers_ahead(&m);
   }
   enter_phase(&m, FERRY_PHASE_HOLD);
   uint64_t bytes = 0, records = 0;
@@ -839,11 +883,14 @@ int ferry_prepare(int vi, const char *target, char *err, size_t errlen) {
                   .errlen = errlen};
   double t0 = now_ms();
   int failed = remote ? open_remote(&m) : helper ? open_helper(&m) : open_local(&m);
+  if (!failed) failed = buffers_ahead(&m);
   if (failed) close_opened(&m);
   pthread_mutex_lock(&mig_lock);
   prepared[vi] = (struct prepared){.active = !failed, .gpu = gpu, .helper = helper,
                                    .remote = remote, .url = url, .L = m.L, .tl = m.tl, .t = m.t,
-                                   .setup_ms = now_ms() - t0};
+                                   .buf_bytes = m.buf_bytes, .setup_ms = now_ms() - t0};
+  memcpy(prepared[vi].bufs, m.bufs, sizeof m.bufs);
+  memcpy(prepared[vi].registered, m.registered, sizeof m.registered);
   if (failed && !helper && !remote) v->inproc_gpu = -1;
   pthread_mutex_unlock(&mig_lock);
   return failed ? -1 : 0;
@@ -863,7 +910,9 @@ int ferry_prepare_cancel(int vi, char *err, size_t errlen) {
   pthread_mutex_unlock(&mig_lock);
   if (!p.active) return refuse(err, errlen, "device %d has no prepared target", vi);
   struct mig m = {.v = &ferry.vgpus[vi], .helper = p.helper, .url = p.remote ? &p.url : NULL,
-                  .L = p.L, .tl = p.tl};
+                  .L = p.L, .tl = p.tl, .t = p.t, .buf_bytes = p.buf_bytes};
+  memcpy(m.bufs, p.bufs, sizeof m.bufs);
+  memcpy(m.registered, p.registered, sizeof m.registered);
   close_opened(&m);
   return 0;
 }
