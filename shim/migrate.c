@@ -19,9 +19,9 @@
 
 #include "common/log.h"
 #include "replay/memsync.h"
+#include "migrate_int.h"
 #include "replay/replay.h"
 #include "shim.h"
-#include "transport/reader.h"
 
 const char *const ferry_phase_names[FERRY_PHASE_COUNT] = {"hold", "drain", "setup", "replay",
                                                            "memsync", "vars", "switch"};
@@ -35,7 +35,7 @@ static double now_ms(void) {
 }
 
 /* FERRY_FAULT=<point>: a test makes one step fail, once per process */
-static int fault(const char *point) {
+int mig_fault(const char *point) {
   static int fired;
   const char *f = getenv("FERRY_FAULT");
   if (!f || strcmp(f, point) || __atomic_exchange_n(&fired, 1, __ATOMIC_RELAXED)) return 0;
@@ -82,36 +82,6 @@ int ferry_vgpu_status(int index, struct ferry_vgpu_status *out) {
 
 /* ---- one migration ---- */
 
-struct var_copy {
-  uint64_t src, dst, size;
-};
-
-struct mig {
-  struct ferry_vgpu *v;
-  int gpu;
-  int helper;               /* onto a ferry-mhelper, else in this process */
-  const struct ferry_url *url; /* onto another server session instead (remote to remote) */
-  struct ferry_local *L;    /* in this process */
-  struct ferry_link *tl;    /* the helper's (or new server's) link until the switch */
-  struct ferry_target t;
-  double t_phase, t_hold;
-  /* module variables: where they were and where they are now */
-  struct var_copy *vars;
-  size_t nvars, cvars;
-  struct rebind {
-    uint32_t module;
-    char *info;
-    uint32_t len;
-  } *rebinds;
-  size_t nrebinds;
-  char *err;
-  size_t errlen;
-  /* mem-sync's buffers, page-locked on the target before the hold */
-  void *bufs[2];
-  int registered[2];
-  uint64_t buf_bytes;
-};
-
 /* closes the running phase's clock; phase < 0 keeps the last one shown
    (a failed migration then says where it stopped) */
 static void enter_phase(struct mig *m, int phase) {
@@ -124,7 +94,7 @@ static void enter_phase(struct mig *m, int phase) {
 }
 
 /* the first reason wins; always -1 */
-__attribute__((format(printf, 2, 3))) static int fail(struct mig *m, const char *fmt, ...) {
+int mig_fail(struct mig *m, const char *fmt, ...) {
   if (!m->err[0]) {
     va_list ap;
     va_start(ap, fmt);
@@ -137,7 +107,7 @@ __attribute__((format(printf, 2, 3))) static int fail(struct mig *m, const char 
 static int module_loaded(void *ctx, uint32_t module, ferry_blob source, ferry_blob local) {
   struct mig *m = ctx;
   /* tests: a replay that takes 2 s, holding the gate, the arena and the log */
-  if (fault("stall")) nanosleep(&(struct timespec){2, 0}, NULL);
+  if (mig_fault("stall")) nanosleep(&(struct timespec){2, 0}, NULL);
   if (source.len != local.len) return 1;
   for (uint32_t off = 0; off + 16 <= source.len; off += 16) {
     uint64_t s[2], l[2];
@@ -164,7 +134,7 @@ static int module_loaded(void *ctx, uint32_t module, ferry_blob source, ferry_bl
   return 0;
 }
 
-static const char *error_name(int e) { return cudaGetErrorName((cudaError_t)e); }
+const char *mig_error_name(int e) { return cudaGetErrorName((cudaError_t)e); }
 
 /* module globals the driver front end handed out: where the target has them */
 static int global_on_target(void *ctx, uint32_t module, const char *name, uint64_t *addr,
@@ -173,7 +143,7 @@ static int global_on_target(void *ctx, uint32_t module, const char *name, uint64
   struct ferry_module_global_args a = {.module = module, .name = name};
   struct ferry_module_global_rets r;
   int rc = m->t.call(m->t.ctx, FERRY_CALL_module_global, &a, &r, NULL);
-  if (rc) return fail(m, "module %u: variable %s is not on the local GPU (%s)", module, name, error_name(rc));
+  if (rc) return mig_fail(m, "module %u: variable %s is not on the local GPU (%s)", module, name, mig_error_name(rc));
   *addr = r.addr;
   *size = r.size;
   return 0;
@@ -184,7 +154,7 @@ static int add_var_copy(void *ctx, uint64_t src, uint64_t dst, uint64_t size) {
   if (m->nvars == m->cvars) {
     size_t cap = m->cvars ? m->cvars * 2 : 32;
     struct var_copy *p = realloc(m->vars, cap * sizeof *p);
-    if (!p) return fail(m, "out of memory");
+    if (!p) return mig_fail(m, "out of memory");
     m->vars = p;
     m->cvars = cap;
   }
@@ -192,9 +162,6 @@ static int add_var_copy(void *ctx, uint64_t src, uint64_t dst, uint64_t size) {
   return 0;
 }
 
-static int tcall(struct mig *m, unsigned call, const void *args, const struct ferry_bulk *bulk) {
-  return m->t.call(m->t.ctx, call, args, NULL, bulk);
-}
 
 /* mem-sync's source: gather requests to the remote server */
 struct remote_src {
@@ -211,7 +178,7 @@ static int src_receive(void *ctx, void *dst, uint64_t len) {
   struct ferry_bulk bulk = {.out = dst, .out_len = len};
   int rc = ferry_link_reply(s->l, FERRY_CALL_memcpy_dtoh_gather, NULL, &bulk);
   if (rc) return s->l->dead ? -1 : 1;
-  if (s->batches++ == 0 && fault("memsync")) return 1;
+  if (s->batches++ == 0 && mig_fault("memsync")) return 1;
   return 0;
 }
 
@@ -253,10 +220,10 @@ static int copy_array(void *ctx, const struct ferry_record *rec) {
     struct ferry_memcpy3d_htod_args wr = {.dst_kind = 1, .dst = a->array, .width = w, .height = h,
                                           .depth = d};
     struct ferry_bulk in = {.in = buf, .in_len = bytes};
-    rc = tcall(m, FERRY_CALL_memcpy3d_htod, &wr, &in);
+    rc = mig_tcall(m, FERRY_CALL_memcpy3d_htod, &wr, &in);
   }
   free(buf);
-  if (rc) snprintf(m->err, m->errlen, "copying CUDA array %u failed: %s", a->array, error_name(rc));
+  if (rc) snprintf(m->err, m->errlen, "copying CUDA array %u failed: %s", a->array, mig_error_name(rc));
   return rc;
 }
 
@@ -283,12 +250,12 @@ static int copy_vars(struct mig *m) {
   for (size_t i = 0; i < m->nvars && !rc; i++) {
     struct ferry_memcpy_htod_args w = {m->vars[i].dst, 0};
     struct ferry_bulk in = {.in = p, .in_len = m->vars[i].size};
-    rc = tcall(m, FERRY_CALL_memcpy_htod, &w, &in);
+    rc = mig_tcall(m, FERRY_CALL_memcpy_htod, &w, &in);
     p += m->vars[i].size;
   }
   free(pairs);
   free(buf);
-  if (rc) snprintf(m->err, m->errlen, "copying module variables failed: %s", error_name(rc));
+  if (rc) snprintf(m->err, m->errlen, "copying module variables failed: %s", mig_error_name(rc));
   return rc;
 }
 
@@ -300,164 +267,28 @@ static int uses_device_heap(void *ctx, const struct ferry_record *rec) {
              cudaLimitMallocHeapSize;
 }
 
-static int link_target_call(void *ctx, unsigned call, const void *args, void *rets,
-                            const struct ferry_bulk *bulk) {
-  return ferry_link_call(ctx, call, args, rets, bulk);
-}
-
-/* a helper is opened, its GPU and staging set up, before the hold */
-static int open_helper(struct mig *m) {
-  char why[256] = "";
-  m->tl = calloc(1, sizeof *m->tl);
-  if (!m->tl) return fail(m, "out of memory");
-  if (ferry_helper_start(m->v, m->gpu, m->tl, why, sizeof why)) return fail(m, "%s", why);
-  if (fault("reserve")) return fail(m, "cannot reserve the device arena at the same address "
-                                       "(injected fault)");
-  if (ferry_staging_open(m->tl, why, sizeof why)) return fail(m, "%s", why);
-  m->t = (struct ferry_target){link_target_call, m->tl};
-  return 0;
-}
-
-static void close_helper(struct mig *m) {
-  if (!m->tl) return;
-  ferry_link_close(m->tl); /* the helper sees the channel close and exits */
-  ferry_staging_free(m->tl->staging);
-  free(m->tl->deferred);
-  ferry_buf_free(&m->tl->sendbuf);
-  pthread_mutex_destroy(&m->tl->send_lock);
-  pthread_mutex_destroy(&m->tl->sock_lock);
-  pthread_mutex_destroy(&m->tl->call_lock);
-  free(m->tl);
-  m->tl = NULL;
-}
-
-/* another server's session for the vGPU, at the same arena addresses,
-   opened before the hold like a helper */
-static int open_remote(struct mig *m) {
-  char why[256] = "";
-  struct ferry_vgpu *v = m->v;
-  m->tl = calloc(1, sizeof *m->tl);
-  if (!m->tl) return fail(m, "out of memory");
-  char name[300];
-  ferry_url_format(m->url, name, sizeof name);
-  ferry_link_init(m->tl, v->index, name);
-  m->tl->quiet = 1;
-  const struct ferry_transport *tr = ferry_transport_find(m->url->scheme, why, sizeof why);
-  if (!tr) return fail(m, "%s", why);
-  if (!(m->tl->conn = tr->connect(m->url, ferry_connect_timeout_ms(), why, sizeof why)))
-    return fail(m, "%s", why);
-  if (!(m->tl->reader = malloc(sizeof *m->tl->reader))) return fail(m, "out of memory");
-  ferry_reader_init(m->tl->reader, m->tl->conn);
-  struct ferry_hello_rets r;
-  if (ferry_link_hello(m->tl, (uint32_t)(m->url->gpu < 0 ? 0 : m->url->gpu),
-                       ferry_arena_base(v->index), &r))
-    return fail(m, "%s: %s", name, m->tl->goodbye[0] ? m->tl->goodbye : "the server refused the session");
-  /* the program's allocations keep their addresses: the new GPU must map
-     memory in the same steps */
-  if ((r.granularity ? r.granularity : (2u << 20)) != v->granularity)
-    return fail(m, "%s maps device memory in steps of %llu bytes, device %d's in %llu", name,
-                (unsigned long long)r.granularity, v->index, (unsigned long long)v->granularity);
-  m->t = (struct ferry_target){link_target_call, m->tl};
-  return 0;
-}
-
-/* the in-process target, opened under the hold: the arena's placeholder
-   must go just before the driver reserves the range */
-static int open_local(struct mig *m) {
-  char why[256] = "";
-  if (fault("reserve")) {
-    ferry_placeholder_release(m->v);
-    return fail(m, "cannot reserve the device arena at the same address (injected fault)");
-  }
-  m->L = ferry_local_open(m->v, m->gpu, why, sizeof why);
-  if (!m->L) return fail(m, "%s", why);
-  m->t = ferry_exec_target(ferry_local_exec(m->L));
-  return 0;
-}
-
 /* flush, wait for the remote GPU, refuse what cannot move */
 static int drain(struct mig *m) {
   struct ferry_vgpu *v = m->v;
   int rc = ferry_flush(&v->link);
   struct ferry_device_synchronize_args sync = {0};
   if (!rc) rc = ferry_link_call(&v->link, FERRY_CALL_device_synchronize, &sync, NULL, NULL);
-  if (ferry_dead(v)) return fail(m, "the remote GPU is unreachable");
+  if (ferry_dead(v)) return mig_fail(m, "the remote GPU is unreachable");
   if (rc) {
     /* a second wait tells a sticky error (the context is lost) from one
        that was only latched; either way the program still gets to see it */
     int again = ferry_link_call(&v->link, FERRY_CALL_device_synchronize, &sync, NULL, NULL);
     __atomic_store_n(&v->carry_error, rc, __ATOMIC_RELEASE);
-    if (again) return fail(m, "the device has a sticky error (%s); it stays remote",
+    if (again) return mig_fail(m, "the device has a sticky error (%s); it stays remote",
                            cudaGetErrorName((cudaError_t)rc));
   }
-  if (ferry_deferred_pending(&v->link)) return fail(m, "asynchronous copies did not complete");
+  if (ferry_deferred_pending(&v->link)) return mig_fail(m, "asynchronous copies did not complete");
   if (ferry_recorder_foreach(&v->log, uses_device_heap, NULL))
-    return fail(m, "the program sized the device malloc heap (cudaLimitMallocHeapSize): memory "
+    return mig_fail(m, "the program sized the device malloc heap (cudaLimitMallocHeapSize): memory "
                    "allocated by kernels (malloc/new) lives in the driver's heap and cannot be "
                    "moved");
-  if (ferry_pre_capture(v)) return fail(m, "out of memory reading event times");
+  if (ferry_pre_capture(v)) return mig_fail(m, "out of memory reading event times");
   return 0;
-}
-
-#define MEMSYNC_BUFFERS 2
-#define MEMSYNC_MAX_BUFFER (16u << 20)
-
-/* a buffer for total bytes: page-rounded, at most 16 MiB (page-locking is
-   paid per byte, and 2 x 16 MiB cost milliseconds where one 4 KiB region
-   needs a page) */
-static uint64_t buffer_size(uint64_t total) {
-  uint64_t page = 4096, need = (total + page - 1) / page * page;
-  return need < page ? page : need > MEMSYNC_MAX_BUFFER ? MEMSYNC_MAX_BUFFER : need;
-}
-
-static void buffers_close(struct mig *m) {
-  for (int i = 0; i < MEMSYNC_BUFFERS; i++) {
-    struct ferry_host_unregister_args u = {(uint64_t)(uintptr_t)m->bufs[i]};
-    if (m->registered[i]) tcall(m, FERRY_CALL_host_unregister, &u, NULL);
-    if (m->bufs[i] && (uint64_t)(uintptr_t)m->bufs[i] - FERRY_HOST_ARENA_BASE < FERRY_HOST_ARENA_SIZE)
-      ferry_host_shared_free(m->bufs[i]);
-    else
-      free(m->bufs[i]);
-    m->bufs[i] = NULL;
-    m->registered[i] = 0;
-  }
-  m->buf_bytes = 0;
-}
-
-/* two buffers of bytes each; the target page-locks them (another server
-   cannot read this process: its bytes travel with the calls) */
-static int buffers_open(struct mig *m, uint64_t bytes) {
-  for (int i = 0; i < MEMSYNC_BUFFERS; i++) {
-    if (m->url) {
-      if (posix_memalign(&m->bufs[i], 4096, bytes)) m->bufs[i] = NULL;
-    } else {
-      m->bufs[i] = ferry_host_shared_alloc(bytes);
-      /* in this process any memory will do; a helper needs the shared arena */
-      if (!m->bufs[i] && !m->helper && posix_memalign(&m->bufs[i], 4096, bytes)) m->bufs[i] = NULL;
-    }
-    if (!m->bufs[i]) {
-      buffers_close(m);
-      return fail(m, "no host memory for mem-sync's buffers");
-    }
-    m->buf_bytes = bytes;
-    if (m->url) continue;
-    struct ferry_host_register_args r = {(uint64_t)(uintptr_t)m->bufs[i], bytes};
-    int rc = tcall(m, FERRY_CALL_host_register, &r, NULL);
-    if (rc) {
-      buffers_close(m);
-      return fail(m, "cannot page-lock mem-sync's buffers on the local GPU: %s", error_name(rc));
-    }
-    m->registered[i] = 1;
-  }
-  return 0;
-}
-
-/* the buffers for the memory the vGPU holds now, before the hold */
-static int buffers_ahead(struct mig *m) {
-  pthread_mutex_lock(&m->v->arena_lock);
-  uint64_t live = m->v->arena.live_bytes;
-  pthread_mutex_unlock(&m->v->arena_lock);
-  return buffers_open(m, buffer_size(live));
 }
 
 /* every live region, through the buffers */
@@ -470,13 +301,13 @@ static int memsync(struct mig *m, uint64_t *bytes) {
   int rc = 0;
   long n = ferry_memsync_plan(v->arena.regions, v->arena.nregions, v->arena.maps, v->arena.nmaps,
                               o.merge_gap, &pairs);
-  if (n < 0) return fail(m, "out of memory planning mem-sync");
+  if (n < 0) return mig_fail(m, "out of memory planning mem-sync");
   uint64_t total = 0;
   for (long i = 0; i < n; i++) total += pairs[2 * i + 1];
   /* the program allocated more since the buffers were made: larger ones now */
-  if (n > 0 && m->buf_bytes < buffer_size(total)) {
-    buffers_close(m);
-    rc = buffers_open(m, buffer_size(total));
+  if (n > 0 && m->buf_bytes < mig_buffer_size(total)) {
+    mig_buffers_close(m);
+    rc = mig_buffers_open(m, mig_buffer_size(total));
   }
   o.batch_bytes = m->buf_bytes ? m->buf_bytes : MEMSYNC_MAX_BUFFER;
   o.bulk = m->url != NULL;
@@ -489,7 +320,7 @@ static int memsync(struct mig *m, uint64_t *bytes) {
     struct ferry_memsync_source source = {src_request, src_receive, &src};
     struct ferry_memsync_stats ms;
     if (ferry_memsync_run(&m->t, pairs, (size_t)n, &source, &o, &ms, why, sizeof why)) {
-      rc = fail(m, "%s", why);
+      rc = mig_fail(m, "%s", why);
     } else {
       *bytes = ms.bytes;
       pthread_mutex_lock(&mig_lock);
@@ -500,7 +331,7 @@ static int memsync(struct mig *m, uint64_t *bytes) {
     }
   }
   free(pairs);
-  buffers_close(m);
+  mig_buffers_close(m);
   return rc;
 }
 
@@ -519,7 +350,7 @@ static void switch_over(struct mig *m) {
     struct ferry_staging *old_staging = v->link.staging;
     int from_helper = v->link.helper_pid != 0;
     ferry_link_adopt(&v->link, m->tl); /* closes the old session (a helper exits) */
-    close_helper(m);
+    mig_close_link(m);
     if (old_staging) ferry_staging_free(old_staging);
     if (from_helper) {
       ferry_host_forget_helper(v->index);
@@ -531,7 +362,7 @@ static void switch_over(struct mig *m) {
   }
   if (m->helper) {
     ferry_link_adopt(&v->link, m->tl); /* closes the remote session */
-    close_helper(m);
+    mig_close_link(m);
     if (ferry_host_register_helper(v))
       ferry_debug("device %d: pinned memory is not page-locked in its helper; its copies stay "
                   "correct but synchronous", v->index);
@@ -554,9 +385,9 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
   double drained = now_ms();
 
   enter_phase(m, FERRY_PHASE_REPLAY);
-  struct ferry_replay_hooks hooks = {module_loaded, error_name, m};
+  struct ferry_replay_hooks hooks = {module_loaded, mig_error_name, m};
   struct ferry_replay_stats rs;
-  if (ferry_replay(&v->log, &m->t, &hooks, &rs, why, sizeof why)) return fail(m, "%s", why);
+  if (ferry_replay(&v->log, &m->t, &hooks, &rs, why, sizeof why)) return mig_fail(m, "%s", why);
   *records = rs.records;
   pthread_mutex_lock(&v->pre_lock);
   v->bridge_ms = now_ms() - drained;
@@ -567,17 +398,17 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
   v->mig.replay_module_ms = rs.module_ms;
   v->mig.replay_other_ms = rs.other_ms;
   pthread_mutex_unlock(&mig_lock);
-  if (fault("replay")) return fail(m, "replaying the log failed (injected fault)");
+  if (mig_fault("replay")) return mig_fail(m, "replaying the log failed (injected fault)");
   if (ferry_globals_prepare(v->index, global_on_target, add_var_copy, m))
-    return fail(m, "looking up module variables on the target failed");
+    return mig_fail(m, "looking up module variables on the target failed");
 
   enter_phase(m, FERRY_PHASE_MEMSYNC);
   if (memsync(m, bytes)) return -1;
 
   enter_phase(m, FERRY_PHASE_VARS);
   if (copy_vars(m) || ferry_recorder_foreach(&v->log, copy_array, m))
-    return fail(m, "copying variables failed");
-  if (fault("vars")) return fail(m, "copying variables failed (injected fault)");
+    return mig_fail(m, "copying variables failed");
+  if (mig_fault("vars")) return mig_fail(m, "copying variables failed (injected fault)");
 
   enter_phase(m, FERRY_PHASE_SWITCH);
   switch_over(m);
@@ -644,24 +475,27 @@ static struct prepared {
   double setup_ms;
 } prepared[FERRY_MAX_VGPUS];
 
+/* what a prepared target holds, as a migration's */
+static void from_prepared(const struct prepared *p, struct mig *m) {
+  m->helper = p->helper;
+  m->url = p->remote ? &p->url : NULL;
+  m->L = p->L, m->tl = p->tl, m->t = p->t, m->buf_bytes = p->buf_bytes;
+  memcpy(m->bufs, p->bufs, sizeof m->bufs);
+  memcpy(m->registered, p->registered, sizeof m->registered);
+}
+
+static void close_prepared(struct ferry_vgpu *v, const struct prepared *p) {
+  struct mig m = {.v = v};
+  from_prepared(p, &m);
+  mig_close_opened(&m);
+}
+
 static int same_target(const struct prepared *p, int gpu, const struct ferry_url *url) {
   if (!url) return !p->remote && p->gpu == gpu;
   return p->remote && !strcmp(p->url.scheme, url->scheme) && !strcmp(p->url.host, url->host) &&
          p->url.port == url->port && p->url.gpu == url->gpu;
 }
 
-/* closes what a failed migration or a cancelled prepare opened */
-static void close_opened(struct mig *m) {
-  struct ferry_vgpu *v = m->v;
-  if (m->t.call) buffers_close(m);
-  if (m->L) ferry_local_close(m->L);
-  m->L = NULL;
-  if (!m->helper && !m->url && !v->placeholder && ferry_placeholder_reserve(v))
-    ferry_log("device %d: the address range of its memory could not be set aside again; "
-              "host memory may now be mapped there", v->index);
-  close_helper(m);
-  if (m->helper) ferry_host_forget_helper(v->index);
-}
 
 /* why vGPU vi cannot move to the target now (mig_lock held), or NULL */
 static const char *cannot_move(struct ferry_vgpu *v, const struct ferry_url *url) {
@@ -678,8 +512,8 @@ static const char *cannot_move(struct ferry_vgpu *v, const struct ferry_url *url
 }
 
 /* *started: 0 when refused before anything began (nothing logged) */
-static int migrate(int vi, int gpu, const struct ferry_url *url, char *err, size_t errlen,
-                   int *started) {
+int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, size_t errlen,
+                      int *started) {
   *started = 0;
   if (errlen) err[0] = '\0';
   int rc = ferry_ensure_init();
@@ -710,13 +544,7 @@ static int migrate(int vi, int gpu, const struct ferry_url *url, char *err, size
   const char *refused = busy || url || pre.active ? NULL : placement(vi, gpu, &helper, why, sizeof why);
   if (busy || refused) {
     pthread_mutex_unlock(&mig_lock);
-    if (stale.active) {
-      struct mig sm = {.v = v, .helper = stale.helper, .url = stale.remote ? &stale.url : NULL,
-                       .L = stale.L, .tl = stale.tl, .t = stale.t, .buf_bytes = stale.buf_bytes};
-      memcpy(sm.bufs, stale.bufs, sizeof sm.bufs);
-      memcpy(sm.registered, stale.registered, sizeof sm.registered);
-      close_opened(&sm);
-    }
+    if (stale.active) close_prepared(v, &stale);
     if (busy) return refuse(err, errlen, busy, vi);
     return refuse(err, errlen, "%s", refused);
   }
@@ -731,29 +559,21 @@ static int migrate(int vi, int gpu, const struct ferry_url *url, char *err, size
   v->mig.records = ferry_recorder_live(&v->log);
   pthread_mutex_unlock(&mig_lock);
 
-  if (stale.active) {
-    struct mig sm = {.v = v, .helper = stale.helper, .url = stale.remote ? &stale.url : NULL,
-                     .L = stale.L, .tl = stale.tl, .t = stale.t, .buf_bytes = stale.buf_bytes};
-    memcpy(sm.bufs, stale.bufs, sizeof sm.bufs);
-    memcpy(sm.registered, stale.registered, sizeof sm.registered);
-    close_opened(&sm);
-  }
+  if (stale.active) close_prepared(v, &stale);
   struct mig m = {.v = v, .gpu = gpu, .helper = helper, .url = url, .err = err, .errlen = errlen,
                   .t_phase = now_ms()};
   double t0 = m.t_phase;
   int failed = 0;
   if (pre.active) { /* opened by prepare, while the program ran */
-    m.L = pre.L, m.tl = pre.tl, m.t = pre.t, m.buf_bytes = pre.buf_bytes;
-    memcpy(m.bufs, pre.bufs, sizeof m.bufs);
-    memcpy(m.registered, pre.registered, sizeof m.registered);
+    from_prepared(&pre, &m);
   } else {
     /* the target opens while the program runs: its context, arena or
        helper process are not part of the pause */
     pthread_mutex_lock(&mig_lock);
     v->mig.phase = FERRY_PHASE_SETUP;
     pthread_mutex_unlock(&mig_lock);
-    failed = url ? open_remote(&m) : helper ? open_helper(&m) : open_local(&m);
-    if (!failed) failed = buffers_ahead(&m);
+    failed = url ? mig_open_remote(&m) : helper ? mig_open_helper(&m) : mig_open_local(&m);
+    if (!failed) failed = mig_buffers_ahead(&m);
   }
   enter_phase(&m, FERRY_PHASE_HOLD);
   uint64_t bytes = 0, records = 0;
@@ -773,7 +593,7 @@ static int migrate(int vi, int gpu, const struct ferry_url *url, char *err, size
   } else {
     enter_phase(&m, -1);
   }
-  if (failed) close_opened(&m);
+  if (failed) mig_close_opened(&m);
   for (size_t i = 0; i < m.nrebinds; i++) free(m.rebinds[i].info);
   free(m.rebinds);
   free(m.vars);
@@ -819,40 +639,14 @@ static int migrate(int vi, int gpu, const struct ferry_url *url, char *err, size
 
 int ferry_migrate(int vi, int gpu, char *err, size_t errlen) {
   int started;
-  return migrate(vi, gpu, NULL, err, errlen, &started);
-}
-
-static long long number(const char *s, const char *end, long long max);
-
-/* a local GPU's index, or a server URL (tcp://host:port/gpu, ib://...) */
-static int parse_target(const char *text, size_t len, int *gpu, struct ferry_url *url, int *remote,
-                        char *why, size_t n) {
-  char t[300];
-  if (!len || len >= sizeof t) {
-    snprintf(why, n, "'%.*s' is neither a local GPU nor a server URL", (int)len, text);
-    return -1;
-  }
-  memcpy(t, text, len);
-  t[len] = '\0';
-  long long g = number(t, t + len, INT32_MAX);
-  if (g >= 0) {
-    *gpu = (int)g, *remote = 0;
-    return 0;
-  }
-  char uerr[200];
-  if (ferry_url_parse(t, url, uerr, sizeof uerr)) {
-    snprintf(why, n, "'%s' is neither a local GPU nor a server URL (%s)", t, uerr);
-    return -1;
-  }
-  *remote = 1, *gpu = -1;
-  return 0;
+  return ferry_migrate_run(vi, gpu, NULL, err, errlen, &started);
 }
 
 int ferry_migrate_to(int vi, const char *target, char *err, size_t errlen) {
   int gpu, remote, started;
   struct ferry_url url;
-  if (parse_target(target, strlen(target), &gpu, &url, &remote, err, errlen)) return -1;
-  return migrate(vi, gpu, remote ? &url : NULL, err, errlen, &started);
+  if (ferry_migrate_parse_target(target, strlen(target), &gpu, &url, &remote, err, errlen)) return -1;
+  return ferry_migrate_run(vi, gpu, remote ? &url : NULL, err, errlen, &started);
 }
 
 int ferry_prepare(int vi, const char *target, char *err, size_t errlen) {
@@ -864,7 +658,7 @@ int ferry_prepare(int vi, const char *target, char *err, size_t errlen) {
                         cudaGetErrorName((cudaError_t)rc));
   if (vi < 0 || vi >= ferry.count)
     return refuse(err, errlen, "no device %d: this program has %d device(s)", vi, ferry.count);
-  if (parse_target(target, strlen(target), &gpu, &url, &remote, err, errlen)) return -1;
+  if (ferry_migrate_parse_target(target, strlen(target), &gpu, &url, &remote, err, errlen)) return -1;
   struct ferry_vgpu *v = &ferry.vgpus[vi];
   char why[256];
   pthread_mutex_lock(&mig_lock);
@@ -882,9 +676,9 @@ int ferry_prepare(int vi, const char *target, char *err, size_t errlen) {
   struct mig m = {.v = v, .gpu = gpu, .helper = helper, .url = remote ? &url : NULL, .err = err,
                   .errlen = errlen};
   double t0 = now_ms();
-  int failed = remote ? open_remote(&m) : helper ? open_helper(&m) : open_local(&m);
-  if (!failed) failed = buffers_ahead(&m);
-  if (failed) close_opened(&m);
+  int failed = remote ? mig_open_remote(&m) : helper ? mig_open_helper(&m) : mig_open_local(&m);
+  if (!failed) failed = mig_buffers_ahead(&m);
+  if (failed) mig_close_opened(&m);
   pthread_mutex_lock(&mig_lock);
   prepared[vi] = (struct prepared){.active = !failed, .gpu = gpu, .helper = helper,
                                    .remote = remote, .url = url, .L = m.L, .tl = m.tl, .t = m.t,
@@ -909,11 +703,7 @@ int ferry_prepare_cancel(int vi, char *err, size_t errlen) {
   if (p.active && !p.helper && !p.remote) ferry.vgpus[vi].inproc_gpu = -1;
   pthread_mutex_unlock(&mig_lock);
   if (!p.active) return refuse(err, errlen, "device %d has no prepared target", vi);
-  struct mig m = {.v = &ferry.vgpus[vi], .helper = p.helper, .url = p.remote ? &p.url : NULL,
-                  .L = p.L, .tl = p.tl, .t = p.t, .buf_bytes = p.buf_bytes};
-  memcpy(m.bufs, p.bufs, sizeof m.bufs);
-  memcpy(m.registered, p.registered, sizeof m.registered);
-  close_opened(&m);
+  close_prepared(&ferry.vgpus[vi], &p);
   return 0;
 }
 
@@ -924,98 +714,3 @@ double ferry_prepared_ms(int vi) {
   return ms;
 }
 
-/* ---- FERRY_MIGRATE_AT=<vgpu>:<target>:launch=<N>[,...]; target: a local
-   GPU, or a server URL (tcp://host:port/gpu) ---- */
-
-#define MAX_AT 16
-static struct at {
-  int vgpu, gpu, remote;
-  struct ferry_url url;
-  uint64_t launch;
-} at_list[MAX_AT];
-static int nat;
-static pthread_once_t at_once = PTHREAD_ONCE_INIT;
-
-/* a decimal in [0, max], all of the token; -1 otherwise */
-static long long number(const char *s, const char *end, long long max) {
-  long long v = 0;
-  if (s == end) return -1;
-  for (; s < end; s++) {
-    if (*s < '0' || *s > '9' || v > (max - (*s - '0')) / 10) return -1;
-    v = v * 10 + (*s - '0');
-  }
-  return v;
-}
-
-/* one <vgpu>:<local-gpu>:launch=<N>; 0, or -1 with the reason in why */
-static int parse_one(const char *t, struct at *out, char *why, size_t n) {
-  /* the target may be a URL, with colons of its own: N follows the last ":launch=" */
-  const char *c1 = strchr(t, ':'), *c2 = NULL;
-  for (const char *p = c1; p && (p = strstr(p, ":launch=")); p++) c2 = p;
-  if (!c1 || !c2 || c2 <= c1) {
-    snprintf(why, n, "'%s' is not <vgpu>:<local-gpu or server URL>:launch=<N>", t);
-    return -1;
-  }
-  long long vg = number(t, c1, FERRY_MAX_VGPUS);
-  const char *k = c2 + 8;
-  long long launch = number(k, k + strlen(k), INT64_MAX);
-  if (vg < 0 || launch < 1) {
-    snprintf(why, n, "'%s': the vgpu and N must be numbers, N from 1 to %lld", t,
-             (long long)INT64_MAX);
-    return -1;
-  }
-  struct at a = {.vgpu = (int)vg, .launch = (uint64_t)launch};
-  if (parse_target(c1 + 1, (size_t)(c2 - c1 - 1), &a.gpu, &a.url, &a.remote, why, n)) return -1;
-  if (!a.remote && a.gpu > 4095) {
-    snprintf(why, n, "'%s': no local GPU %d", t, a.gpu);
-    return -1;
-  }
-  if (vg >= ferry.count) {
-    snprintf(why, n, "'%s': no vgpu %lld, this program has %d", t, vg, ferry.count);
-    return -1;
-  }
-  *out = a;
-  return 0;
-}
-
-static void parse_at(void) {
-  const char *s = getenv("FERRY_MIGRATE_AT");
-  if (!s || !*s) return;
-  char *copy = strdup(s), *save = NULL, why[200] = "out of memory";
-  int bad = !copy;
-  for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && !bad;
-       tok = strtok_r(NULL, ",", &save)) {
-    if (nat == MAX_AT) {
-      snprintf(why, sizeof why, "more than %d migrations", MAX_AT);
-      bad = 1;
-    } else {
-      bad = parse_one(tok, &at_list[nat++], why, sizeof why) != 0;
-    }
-  }
-  free(copy);
-  if (bad) { /* all or nothing: a list with a mistake moves nothing */
-    ferry_log("FERRY_MIGRATE_AT='%s' ignored: %s", s, why);
-    nat = 0;
-  }
-}
-
-void ferry_migrate_at_check(void) { pthread_once(&at_once, parse_at); }
-
-void ferry_migrate_at_launch(int vgpu) {
-  pthread_once(&at_once, parse_at);
-  struct ferry_vgpu *v = &ferry.vgpus[vgpu];
-  uint64_t n = __atomic_add_fetch(&v->launches, 1, __ATOMIC_RELAXED);
-  for (int i = 0; i < nat; i++) {
-    if (at_list[i].vgpu != vgpu || n != at_list[i].launch) continue;
-    char err[300];
-    int started;
-    /* a refusal is said here: nobody else would see it */
-    const struct at *a = &at_list[i];
-    if (migrate(vgpu, a->gpu, a->remote ? &a->url : NULL, err, sizeof err, &started) && !started) {
-      char target[320];
-      if (a->remote) ferry_url_format(&a->url, target, sizeof target);
-      else snprintf(target, sizeof target, "local GPU %d", a->gpu);
-      ferry_log("migration of device %d to %s failed: %s", vgpu, target, err);
-    }
-  }
-}

@@ -67,6 +67,14 @@ int ferry_prepare(int vgpu, const char *target, char *err, size_t errlen);
 int ferry_prepare_cancel(int vgpu, char *err, size_t errlen);
 /* how long the prepared target took to open; -1 when there is none */
 double ferry_prepared_ms(int vgpu);
+/* internal (migrate_at.c): a migration to a local GPU (url NULL) or a
+   server; *started is 0 when it was refused before anything began */
+struct ferry_url;
+int ferry_migrate_run(int vgpu, int gpu, const struct ferry_url *url, char *err, size_t errlen,
+                      int *started);
+/* text to a target: a local GPU (*remote 0) or a server URL; -1 with why */
+int ferry_migrate_parse_target(const char *text, size_t len, int *gpu, struct ferry_url *url,
+                               int *remote, char *why, size_t n);
 
 /* number of vGPUs, and one's snapshot; -1 when index is out of range */
 int ferry_vgpu_count(void);

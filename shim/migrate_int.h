@@ -1,0 +1,72 @@
+/*
+ * What the two files of a migration share: migrate.c runs the steps,
+ * migrate_target.c opens and closes what a migration moves to (the GPU in
+ * this process, a ferry-mhelper, another server's session) and mem-sync's
+ * buffers there.
+ */
+#ifndef FERRY_MIGRATE_INT_H
+#define FERRY_MIGRATE_INT_H
+
+#include <stdint.h>
+
+#include "replay/target.h"
+#include "shim.h"
+
+#define MEMSYNC_BUFFERS 2
+#define MEMSYNC_MAX_BUFFER (16u << 20)
+
+struct var_copy {
+  uint64_t src, dst, size;
+};
+
+struct mig {
+  struct ferry_vgpu *v;
+  int gpu;
+  int helper;               /* onto a ferry-mhelper, else in this process */
+  const struct ferry_url *url; /* onto another server session instead (remote to remote) */
+  struct ferry_local *L;    /* in this process */
+  struct ferry_link *tl;    /* the helper's (or new server's) link until the switch */
+  struct ferry_target t;
+  double t_phase, t_hold;
+  /* module variables: where they were and where they are now */
+  struct var_copy *vars;
+  size_t nvars, cvars;
+  struct rebind {
+    uint32_t module;
+    char *info;
+    uint32_t len;
+  } *rebinds;
+  size_t nrebinds;
+  char *err;
+  size_t errlen;
+  /* mem-sync's buffers, page-locked on the target before the hold */
+  void *bufs[2];
+  int registered[2];
+  uint64_t buf_bytes;
+};
+
+
+/* the first reason wins; always -1 */
+__attribute__((format(printf, 2, 3))) int mig_fail(struct mig *m, const char *fmt, ...);
+/* FERRY_FAULT=<point>: a test makes one step fail, once per process */
+int mig_fault(const char *point);
+const char *mig_error_name(int e);
+static inline int mig_tcall(struct mig *m, unsigned call, const void *args,
+                            const struct ferry_bulk *bulk) {
+  return m->t.call(m->t.ctx, call, args, NULL, bulk);
+}
+
+/* migrate_target.c: each open is done before the hold (0, or -1 with
+   m->err); close_opened undoes whichever was opened */
+int mig_open_local(struct mig *m);
+int mig_open_helper(struct mig *m);
+int mig_open_remote(struct mig *m);
+void mig_close_link(struct mig *m);
+void mig_close_opened(struct mig *m);
+/* mem-sync's two buffers on the target: sized for total bytes, at most 16 MiB each */
+uint64_t mig_buffer_size(uint64_t total);
+int mig_buffers_open(struct mig *m, uint64_t bytes);
+int mig_buffers_ahead(struct mig *m);
+void mig_buffers_close(struct mig *m);
+
+#endif
