@@ -17,13 +17,8 @@ build=$(cd "$1" && pwd) || exit 2
 out=$2
 lupine=${3:+$(cd "$3" && pwd)}
 mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
-{
-  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "host: $(uname -srm)"
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  echo "cpus: $(nproc)"
-} >"$out/machine.txt" 2>&1
 . "$(dirname "$0")/server_start.sh"
+machine_info "$out"
 server_start "$build/bin" "$out/server.log" --backend cuda
 trap 'kill $server 2>/dev/null' EXIT
 export FERRY_DEVICES=tcp://127.0.0.1:$port/0

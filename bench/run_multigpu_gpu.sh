@@ -23,14 +23,9 @@ native_lib=${CUDA_RUNTIME_DIR:-/usr/local/cuda/lib64}
 export FERRY_CONTROL_DIR=$out FERRY_STATS=1
 unset FERRY_MHELPER FERRY_MIGRATE_AT
 
-{
-  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "host: $(uname -srm)"
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  echo "cpus: $(nproc)"
-} >"$out/machine.txt" 2>&1
 
 . "$(dirname "$0")/server_start.sh"
+machine_info "$out"
 server_start "$bin" "$out/server.log" --backend "${FERRY_BACKEND:-cuda}" \
   ${FERRY_SIM_KERNELS:+--sim-kernels "$FERRY_SIM_KERNELS"}
 trap 'kill $server 2>/dev/null' EXIT

@@ -17,3 +17,14 @@ server_start() {
   cat "$log"
   exit 1
 }
+
+# machine_info OUT [EXTRA_GPU_FIELDS]: the machine a run's numbers come
+# from, in OUT/machine.txt (the GPU run scripts' first lines)
+machine_info() {
+  {
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "host: $(uname -srm)"
+    nvidia-smi --query-gpu=name,driver_version,memory.total${2:+,$2} --format=csv,noheader
+    echo "cpus: $(nproc)"
+  } >"$1/machine.txt" 2>&1
+}
