@@ -74,6 +74,7 @@ struct batch {
 struct engine {
   const struct ferry_target *t;
   unsigned nbuf;
+  int bulk; /* copies carry their bytes */
   int stream, events; /* created: the stream, and this many events */
   int busy[MAX_BUFFERS];
 };
@@ -120,9 +121,15 @@ static int engine_put(struct engine *e, unsigned i, const char *buf, const uint6
                       size_t n) {
   int rc = 0;
   for (size_t j = 0; j < n && !rc; j++) {
-    struct ferry_memcpy_htod_host_args a = {pieces[2 * j], (uint64_t)(uintptr_t)buf,
-                                            pieces[2 * j + 1], FERRY_WIRE_MEMSYNC_STREAM};
-    rc = tcall(e, FERRY_CALL_memcpy_htod_host, &a);
+    if (e->bulk) {
+      struct ferry_memcpy_htod_async_args a = {pieces[2 * j], FERRY_WIRE_MEMSYNC_STREAM};
+      struct ferry_bulk b = {.in = buf, .in_len = pieces[2 * j + 1]};
+      rc = e->t->call(e->t->ctx, FERRY_CALL_memcpy_htod_async, &a, NULL, &b);
+    } else {
+      struct ferry_memcpy_htod_host_args a = {pieces[2 * j], (uint64_t)(uintptr_t)buf,
+                                              pieces[2 * j + 1], FERRY_WIRE_MEMSYNC_STREAM};
+      rc = tcall(e, FERRY_CALL_memcpy_htod_host, &a);
+    }
     buf += pieces[2 * j + 1];
   }
   struct ferry_event_record_args r = {FERRY_WIRE_MEMSYNC_EVENT0 + i, FERRY_WIRE_MEMSYNC_STREAM};
@@ -149,7 +156,7 @@ int ferry_memsync_run(const struct ferry_target *t, const uint64_t *pairs, size_
   }
   uint64_t *pieces = malloc((npieces ? npieces : 1) * 2 * sizeof *pieces);
   struct batch *batches = malloc((npieces ? npieces : 1) * sizeof *batches);
-  struct engine e = {.t = t, .nbuf = nbuf};
+  struct engine e = {.t = t, .nbuf = nbuf, .bulk = o->bulk};
   int rc = 0;
   if (!pieces || !batches) {
     snprintf(err, errlen, "out of memory planning mem-sync");

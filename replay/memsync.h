@@ -34,6 +34,9 @@ struct ferry_memsync_opts {
   /* the buffers, batch_bytes each: host memory the target copies from with
      memcpy_htod_host, page-locked there by the caller so copies overlap */
   void *const *bufs;
+  /* the target cannot read this process's memory (another server): the
+     bytes go with each copy (memcpy_htod_async), and bufs need no locking */
+  int bulk;
   void (*progress)(void *ctx, uint64_t done, uint64_t total);
   void *progress_ctx;
 };
