@@ -583,6 +583,10 @@ static void print_status(const json_t *st, const char *path) {
     printf("vGPU %.0f  %s  %s\n", ident(v, "index"), backend, where);
     printf("  records %.0f, live regions %.0f (%s), launches %.0f\n", amount(v, "records"),
            amount(v, "regions"), bytes, amount(v, "launches"));
+    char prepared[400];
+    str(v, "prepared", prepared, sizeof prepared);
+    if (prepared[0] && strcmp(prepared, "-")) /* "-": a program that does not say */
+      printf("  prepared: %s\n", prepared);
     print_migration(json_object_get(v, "migration"));
   }
   if (!i) printf("no vGPU yet (the program has made no CUDA call that needs one)\n");

@@ -128,6 +128,7 @@ static json_t *vgpu_json(const struct ferry_vgpu_status *s) {
   e |= set(v, "regions", jcount(s->regions));
   e |= set(v, "live_bytes", jcount(s->live_bytes));
   e |= set(v, "launches", jcount(s->launches));
+  e |= set(v, "prepared", jstr(s->prepared));
   e |= set(v, "migration", migration_json(s));
   if (e) json_decref(v);
   return e ? NULL : v;

@@ -28,6 +28,9 @@ const char *const ferry_phase_names[FERRY_PHASE_COUNT] = {"hold", "drain", "setu
 
 static pthread_mutex_t mig_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* the prepared target of vGPU index as text, "" for none (mig_lock held) */
+static void prepared_text(int index, char *out, size_t n);
+
 static double now_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -66,6 +69,7 @@ int ferry_vgpu_status(int index, struct ferry_vgpu_status *out) {
     snprintf(out->where, sizeof out->where, "%s%s", v->url_text,
              ferry_dead(v) ? " (connection lost)" : "");
   }
+  prepared_text(index, out->prepared, sizeof out->prepared);
   pthread_mutex_unlock(&mig_lock);
   out->launches = __atomic_load_n(&v->launches, __ATOMIC_RELAXED);
   /* a migration holds the arena and the log for most of its length: status
@@ -474,6 +478,13 @@ static struct prepared {
   uint64_t buf_bytes;
   double setup_ms;
 } prepared[FERRY_MAX_VGPUS];
+
+static void prepared_text(int index, char *out, size_t n) {
+  const struct prepared *p = &prepared[index];
+  if (!p->active) snprintf(out, n, "%s", "");
+  else if (p->remote) ferry_url_format(&p->url, out, n);
+  else snprintf(out, n, "local GPU %d%s", p->gpu, p->helper ? " (ferry-mhelper)" : "");
+}
 
 /* what a prepared target holds, as a migration's */
 static void from_prepared(const struct prepared *p, struct mig *m) {

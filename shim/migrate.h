@@ -49,6 +49,7 @@ struct ferry_vgpu_status {
   uint64_t launches;        /* kernel launches so far */
   uint64_t launch_at_start; /* launches before the last migration began */
   char error[256];      /* why the last migration failed */
+  char prepared[320];   /* the target prepared for the next migration, "" for none */
 };
 
 /* Moves vGPU `vgpu` onto local GPU `local_gpu`, in this process or in a

@@ -370,7 +370,12 @@ prepare)
   grep -q "already has a prepared target" "$work/prep2.log" || fail "the second prepare gives no reason"
   status_json
   json_has backend '"remote"'
+  json_has prepared '"local GPU 0'
+  "$bin/ferry" status --pid "$pid" >"$work/st.log" 2>&1 || fail "ferry status exited $?"
+  grep -q "prepared: local GPU 0" "$work/st.log" || fail "ferry status does not show the prepared target"
   "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/migrate.log" 2>&1 || fail "ferry migrate after prepare exited $?"
+  status_json
+  json_has prepared '""'
   finish
   passed ctl "$rc"
   same_result ctl
