@@ -152,7 +152,7 @@ int ferry_helper_start(struct ferry_vgpu *v, int gpu, struct ferry_link *l, char
   }
   ferry_reader_init(l->reader, c);
   struct ferry_hello_rets r;
-  uint64_t base = FERRY_ARENA_BASE + (uint64_t)v->index * FERRY_ARENA_STRIDE;
+  uint64_t base = ferry_arena_base(v->index);
   int rc = ferry_link_hello(l, (uint32_t)gpu, base, &r);
   if (rc) {
     snprintf(err, errlen, "%s", l->goodbye[0] ? l->goodbye : "ferry-mhelper did not start");

@@ -87,7 +87,7 @@ static int parse_devices(void) {
 
 static int reserve_placeholder(struct ferry_vgpu *v) {
   if (ferry_placeholder_reserve(v)) {
-    uint64_t base = FERRY_ARENA_BASE + (uint64_t)v->index * FERRY_ARENA_STRIDE;
+    uint64_t base = ferry_arena_base(v->index);
     ferry_log("cannot reserve the device address range 0x%llx-0x%llx for device %d: %s",
               (unsigned long long)base, (unsigned long long)(base + FERRY_ARENA_STRIDE), v->index,
               strerror(errno));
@@ -148,7 +148,7 @@ int ferry_connect_vgpu(struct ferry_vgpu *v) {
   l->reader = malloc(sizeof *l->reader);
   if (!l->reader) return cudaErrorMemoryAllocation;
   ferry_reader_init(l->reader, l->conn);
-  uint64_t base = FERRY_ARENA_BASE + (uint64_t)v->index * FERRY_ARENA_STRIDE;
+  uint64_t base = ferry_arena_base(v->index);
   struct ferry_hello_rets r;
   int rc = ferry_link_hello(l, (uint32_t)v->url.gpu, base, &r);
   if (rc) return rc == cudaErrorInvalidDevice ? rc : cudaErrorNoDevice;

@@ -39,12 +39,8 @@ const struct ferry_driver *ferry_local_driver(char *err, size_t errlen) {
   return ferry_driver_cuda(err, errlen);
 }
 
-static uint64_t arena_base(const struct ferry_vgpu *v) {
-  return FERRY_ARENA_BASE + (uint64_t)v->index * FERRY_ARENA_STRIDE;
-}
-
 int ferry_placeholder_reserve(struct ferry_vgpu *v) {
-  uint64_t base = arena_base(v);
+  uint64_t base = ferry_arena_base(v->index);
   /* keeps host mappings out of the device range, so a host pointer can never
      equal a device pointer */
   void *p = mmap((void *)base, FERRY_ARENA_STRIDE, PROT_NONE,
@@ -59,7 +55,7 @@ int ferry_placeholder_reserve(struct ferry_vgpu *v) {
 
 void ferry_placeholder_release(struct ferry_vgpu *v) {
   if (!v->placeholder) return;
-  munmap((void *)arena_base(v), FERRY_ARENA_STRIDE);
+  munmap((void *)ferry_arena_base(v->index), FERRY_ARENA_STRIDE);
   v->placeholder = 0;
 }
 
@@ -76,7 +72,7 @@ struct ferry_local *ferry_local_open(struct ferry_vgpu *v, int gpu, char *err, s
   L->d = d;
   L->gpu = gpu;
   pthread_mutex_init(&L->lock, NULL);
-  L->ex = ferry_exec_open_local(d, (unsigned)gpu, arena_base(v), FERRY_ARENA_STRIDE,
+  L->ex = ferry_exec_open_local(d, (unsigned)gpu, ferry_arena_base(v->index), FERRY_ARENA_STRIDE,
                                 release_placeholder, v, err, errlen);
   if (!L->ex) {
     free(L);
