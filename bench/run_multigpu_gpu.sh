@@ -127,21 +127,7 @@ if [ -n "$samples" ]; then
 fi
 
 # ---- benchmarks: the helper against in-process, same GPU, same run ----
-hb=$build/bench/helper_bench
-for round in 1 2 3; do
-  native timeout 120 "$hb" calls 200000 >>"$out/hb_calls_native.txt" 2>&1
-  FERRY_DEVICES=$url FERRY_MIGRATE_AT=0:0:launch=1 FERRY_MHELPER=never \
-    timeout 120 "$ferry" run -- "$hb" calls 200000 >>"$out/hb_calls_inproc.txt" 2>>"$out/hb.err"
-  FERRY_DEVICES=$url FERRY_MIGRATE_AT=0:0:launch=1 FERRY_MHELPER=always \
-    timeout 120 "$ferry" run -- "$hb" calls 200000 >>"$out/hb_calls_helper.txt" 2>>"$out/hb.err"
-  FERRY_DEVICES=$url timeout 120 "$ferry" run -- "$hb" calls 20000 >>"$out/hb_calls_remote.txt" 2>>"$out/hb.err"
-done
-native timeout 200 "$hb" copies 1000 >"$out/hb_copies_native.txt" 2>&1
-FERRY_DEVICES=$url FERRY_MIGRATE_AT=0:0:launch=1 FERRY_MHELPER=never \
-  timeout 200 "$ferry" run -- "$hb" copies 1000 >"$out/hb_copies_inproc.txt" 2>>"$out/hb.err"
-FERRY_DEVICES=$url FERRY_MIGRATE_AT=0:0:launch=1 FERRY_MHELPER=always \
-  timeout 200 "$ferry" run -- "$hb" copies 1000 >"$out/hb_copies_helper.txt" 2>>"$out/hb.err"
-timeout 120 "$bin/ferry-bench-shm" >"$out/shm_raw.txt" 2>&1
+helper_bench_runs "$build" "$out" "$url" 0
 {
   echo "after the run:"
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader

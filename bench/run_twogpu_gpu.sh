@@ -116,22 +116,7 @@ if [ -n "$samples" ]; then
 fi
 
 # ---- the helper benchmarks, the helper on the second GPU ----
-hb=$build/bench/helper_bench
-url1=tcp://127.0.0.1:$pboth/1
-for round in 1 2 3; do
-  CUDA_VISIBLE_DEVICES=1 native timeout 120 "$hb" calls 200000 >>"$out/hb_calls_native.txt" 2>&1
-  FERRY_DEVICES=$url1 FERRY_MIGRATE_AT=0:1:launch=1 FERRY_MHELPER=never \
-    timeout 120 "$ferry" run -- "$hb" calls 200000 >>"$out/hb_calls_inproc.txt" 2>>"$out/hb.err"
-  FERRY_DEVICES=$url1 FERRY_MIGRATE_AT=0:1:launch=1 FERRY_MHELPER=always \
-    timeout 120 "$ferry" run -- "$hb" calls 200000 >>"$out/hb_calls_helper.txt" 2>>"$out/hb.err"
-  FERRY_DEVICES=$url1 timeout 120 "$ferry" run -- "$hb" calls 20000 >>"$out/hb_calls_remote.txt" 2>>"$out/hb.err"
-done
-CUDA_VISIBLE_DEVICES=1 native timeout 200 "$hb" copies 1000 >"$out/hb_copies_native.txt" 2>&1
-FERRY_DEVICES=$url1 FERRY_MIGRATE_AT=0:1:launch=1 FERRY_MHELPER=never \
-  timeout 200 "$ferry" run -- "$hb" copies 1000 >"$out/hb_copies_inproc.txt" 2>>"$out/hb.err"
-FERRY_DEVICES=$url1 FERRY_MIGRATE_AT=0:1:launch=1 FERRY_MHELPER=always \
-  timeout 200 "$ferry" run -- "$hb" copies 1000 >"$out/hb_copies_helper.txt" 2>>"$out/hb.err"
-timeout 120 "$bin/ferry-bench-shm" >"$out/shm_raw.txt" 2>&1
+helper_bench_runs "$build" "$out" "tcp://127.0.0.1:$pboth/1" 1
 
 # ---- summary: every multi_gpu run against its native checksum ----
 {

@@ -104,20 +104,26 @@ else
   say "ldd: every binary finds its libraries"
 fi
 
+# start_listener LOG: ferry-server on loopback, port 0, as bench/server_start.sh,
+# but a server that does not start is data too (the native runs still run,
+# the ferry runs fail): $listener is its pid, $listen_port its port or empty
+start_listener() {
+  "$build/bin/ferry-server" --listen tcp://127.0.0.1:0 --backend "${FERRY_BACKEND:-cuda}" \
+    2>"$1" </dev/null &
+  listener=$!
+  listen_port=
+  for _ in $(seq 150); do
+    listen_port=$(sed -n 's/.*listening on tcp:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$1" | head -n 1)
+    [ -n "$listen_port" ] && break
+    sleep 0.1
+  done
+}
+
 if [ "$DRY_RUN" = 1 ]; then
   port=PORT
 else
-  # as bench/server_start.sh, but a server that does not start is data too:
-  # the native runs still run, the ferry runs fail
-  "$build/bin/ferry-server" --listen tcp://127.0.0.1:0 --backend "${FERRY_BACKEND:-cuda}" \
-    2>"$out/server.log" </dev/null &
-  server=$!
-  port=
-  for _ in $(seq 150); do
-    port=$(sed -n 's/.*listening on tcp:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/server.log" | head -n 1)
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
+  start_listener "$out/server.log"
+  server=$listener port=$listen_port
   if [ -n "$port" ]; then
     say "ferry-server pid $server on port $port"
   else
@@ -131,15 +137,9 @@ fi
 target=0
 server2=
 if [ "${MIGRATE_TO:-local}" = server2 ] && [ "$DRY_RUN" != 1 ]; then
-  "$build/bin/ferry-server" --listen tcp://127.0.0.1:0 --backend "${FERRY_BACKEND:-cuda}" \
-    2>"$out/server2.log" </dev/null &
-  server2=$!
-  for _ in $(seq 150); do
-    p2=$(sed -n 's/.*listening on tcp:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/server2.log" | head -n 1)
-    [ -n "$p2" ] && break
-    sleep 0.1
-  done
-  target=tcp://127.0.0.1:${p2:-1}/0
+  start_listener "$out/server2.log"
+  server2=$listener
+  target=tcp://127.0.0.1:${listen_port:-1}/0
   say "migrated runs move to the second server, $target"
 fi
 
@@ -223,7 +223,7 @@ run_one() {
 
 # job NAME BUILD: native, then ferry, then migrated at half the launches.
 job() {
-  local name=$1 b=$2 n k r= pct mode
+  local name=$1 b=$2 n k pct mode r=
   run_one "$name" "$b" native
   run_one "$name" "$b" ferry
   n=$(sed -n 's/.*stats: device=0 launches=\([0-9]*\).*/\1/p' "$out/$name.$b.ferry.err" | tail -n 1)
