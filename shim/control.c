@@ -210,6 +210,17 @@ static void one_line(char *s) {
     if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = ' ';
 }
 
+/* a vGPU the program has; else the reply says which it has */
+static int vgpu_in_range(int vgpu, char *reply, size_t len) {
+  int count = ferry_vgpu_count();
+  if (vgpu < count) return 0;
+  if (count <= 0)
+    snprintf(reply, len, "error no vgpu %d: this program has no vGPU yet", vgpu);
+  else
+    snprintf(reply, len, "error no vgpu %d: this program has %d (0..%d)", vgpu, count, count - 1);
+  return -1;
+}
+
 static void reply_migrate(char **tok, int ntok, char *reply, size_t len) {
   if (ntok != 3) {
     snprintf(reply, len, "error migrate takes 2 arguments, <vgpu> <local-gpu or server URL> (got %d)",
@@ -221,14 +232,7 @@ static void reply_migrate(char **tok, int ntok, char *reply, size_t len) {
   /* a server URL: to another server, still remote */
   int remote = strstr(tok[2], "://") != NULL;
   if (!remote && parse_index("local GPU", tok[2], &gpu, reply, len)) return;
-  int count = ferry_vgpu_count();
-  if (vgpu >= count) {
-    if (count <= 0)
-      snprintf(reply, len, "error no vgpu %d: this program has no vGPU yet", vgpu);
-    else
-      snprintf(reply, len, "error no vgpu %d: this program has %d (0..%d)", vgpu, count, count - 1);
-    return;
-  }
+  if (vgpu_in_range(vgpu, reply, len)) return;
   char err[256] = "";
   if (remote ? ferry_migrate_to(vgpu, tok[2], err, sizeof err) : ferry_migrate(vgpu, gpu, err, sizeof err)) {
     err[sizeof err - 1] = '\0';
@@ -251,13 +255,7 @@ static void reply_migrate(char **tok, int ntok, char *reply, size_t len) {
 /* prepare <vgpu> <target>: the target opened now, for a later migrate;
    cancel <vgpu>: closed again */
 static int vgpu_arg(const char *tok, int *vgpu, char *reply, size_t len) {
-  if (parse_index("vgpu", tok, vgpu, reply, len)) return -1;
-  int count = ferry_vgpu_count();
-  if (*vgpu >= count) {
-    snprintf(reply, len, "error no vgpu %d: this program has %d", *vgpu, count < 0 ? 0 : count);
-    return -1;
-  }
-  return 0;
+  return parse_index("vgpu", tok, vgpu, reply, len) || vgpu_in_range(*vgpu, reply, len) ? -1 : 0;
 }
 
 static void reply_prepare(char **tok, int ntok, char *reply, size_t len) {

@@ -86,6 +86,9 @@ void ferry_cu_modules_forget(int vgpu);
 CUresult ferry_cu_ctx_object(CUcontext ctx, CUstream stream, void **out);
 CUresult ferry_cu_ctx_object_query(CUcontext ctx, void *object, uint64_t *value);
 void ferry_cu_ctx_objects_forget(int vgpu);
+/* every function of a module, as its GPU lists them: NUL-terminated names
+   back to back (malloc'd, the caller frees), and how many (module.c) */
+CUresult ferry_cu_function_names(CUmodule module, char **names, unsigned *count);
 /* TOOLS_MODULE entry 7: a module's function handed to cuFFT's callback
    (tools_module.c); returns what the driver did */
 int ferry_cu_module_each_function(void *a0, CUmodule module, void *callback, void *user,

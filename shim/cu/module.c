@@ -458,9 +458,7 @@ CUresult cuFuncGetParamInfo(CUfunction h, size_t index, size_t *offset, size_t *
   return CUDA_SUCCESS;
 }
 
-/* every function of the module, as its GPU lists them: NUL-terminated
-   names back to back (malloc'd), and how many */
-static CUresult function_names(CUmodule module, char **names, unsigned *count) {
+CUresult ferry_cu_function_names(CUmodule module, char **names, unsigned *count) {
   struct cu_module *m = module_of(module);
   if (!m) return CUDA_ERROR_INVALID_HANDLE;
   CUresult rc = ferry_cu_ready();
@@ -480,7 +478,7 @@ static CUresult function_names(CUmodule module, char **names, unsigned *count) {
 CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule module) {
   char *names = NULL;
   if (!count) return CUDA_ERROR_INVALID_VALUE;
-  CUresult rc = function_names(module, &names, count);
+  CUresult rc = ferry_cu_function_names(module, &names, count);
   free(names);
   return rc;
 }
@@ -489,7 +487,7 @@ CUresult cuModuleEnumerateFunctions(CUfunction *fns, unsigned int n, CUmodule mo
   char *names = NULL;
   unsigned count = 0;
   if (!fns) return CUDA_ERROR_INVALID_VALUE;
-  CUresult rc = function_names(module, &names, &count);
+  CUresult rc = ferry_cu_function_names(module, &names, &count);
   if (!rc && n != count) rc = CUDA_ERROR_INVALID_VALUE;
   const char *name = names;
   for (unsigned i = 0; !rc && i < n; i++, name += strlen(name) + 1)

@@ -7,8 +7,8 @@
  * a5, module) for the module's function and returns 1; cuFFT's callback
  * stores the function in *user. Every cuFFT module seen held one function,
  * so what the driver does with several is unknown: ferry serves modules of
- * one function, through its own cuModuleEnumerateFunctions, and refuses
- * others in one line.
+ * one function, which it lists on the vGPU's GPU, and refuses others in
+ * one line.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,23 +24,25 @@ int ferry_cu_module_each_function(void *a0, CUmodule module, void *callback, voi
                                   CUmodule module2, void *a5) {
   (void)a0;
   unsigned count = 0;
+  char *names = NULL;
   CUfunction fn = NULL;
-  const char *name = NULL;
   if (!callback || module2 != module) {
     ferry_cu_unsupported("entry 7 of the driver's private table TOOLS_MODULE with arguments "
                          "unlike cuFFT's");
     return CUDA_ERROR_NOT_SUPPORTED;
   }
-  CUresult rc = cuModuleGetFunctionCount(&count, module);
-  if (rc) return rc;
-  if (count != 1) {
+  CUresult rc = ferry_cu_function_names(module, &names, &count);
+  if (!rc && count != 1) {
     char what[160];
     snprintf(what, sizeof what, "entry 7 of the driver's private table TOOLS_MODULE on a module "
                                 "of %u functions", count);
-    ferry_cu_unsupported(what);
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rc = ferry_cu_unsupported(what);
   }
-  if ((rc = cuModuleEnumerateFunctions(&fn, 1, module)) || (rc = cuFuncGetName(&name, fn))) return rc;
+  const char *name = NULL; /* the function's own copy: it lives as long as the module */
+  if (!rc) rc = cuModuleGetFunction(&fn, module, names);
+  if (!rc) rc = cuFuncGetName(&name, fn);
+  free(names);
+  if (rc) return rc;
   each_function_cb cb;
   memcpy(&cb, &callback, sizeof cb);
   /* the arguments as the driver passes them, stderr's address included */

@@ -526,7 +526,7 @@ static void test_prepare_cancel(void **state) {
   assert_string_equal(handle("cancel 1"), "ok vgpu 1: its prepared target is closed");
   assert_string_equal(handle("cancel 1"), "error device 1 has no prepared target");
   assert_string_equal(handle("prepare 0 tcp://b:7420/0"), "ok vgpu 0 prepared on tcp://b:7420/0 (131.2 ms)");
-  assert_string_equal(handle("prepare 5 0"), "error no vgpu 5: this program has 2");
+  assert_string_equal(handle("prepare 5 0"), "error no vgpu 5: this program has 2 (0..1)");
   assert_string_equal(handle("prepare 0"),
                       "error prepare takes 2 arguments, <vgpu> <local-gpu or server URL> (got 1)");
   assert_string_equal(handle("cancel"), "error cancel takes 1 argument, <vgpu> (got 0)");
