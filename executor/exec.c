@@ -142,6 +142,7 @@ static void free_all(struct ferry_exec *ex, int driver_ok) {
   exec_free_host(ex, driver_ok);
   exec_free_staging(ex, driver_ok);
   exec_free_modules(ex, driver_ok);
+  exec_free_hash(ex, driver_ok);
   exec_free_streams_events(ex, driver_ok);
   exec_free_arrays(ex, driver_ok);
   exec_free_memory(ex, driver_ok);

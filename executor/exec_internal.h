@@ -123,6 +123,12 @@ struct ferry_exec {
      disconnects (ferry_exec_violation) */
   char violation[160];
 
+  /* mem_hash (exec_hash.c): ferry's own kernel, loaded on first use, and
+     pinned host memory mapped for it (piece descriptors, then hashes) */
+  CUmodule hash_mod;
+  CUfunction hash_fn;
+  void *hash_buf;
+
   void *ret_buf[2]; /* blobs of the last reply, freed on the next call */
   void *param_buf;
   void **param_ptrs;
@@ -190,5 +196,8 @@ void exec_free_ctx_objects(struct ferry_exec *ex);
 
 /* destroys texture/surface objects and arrays (exec_array.c) */
 void exec_free_arrays(struct ferry_exec *ex, int driver_ok);
+
+/* unloads mem_hash's kernel and frees its buffer (exec_hash.c) */
+void exec_free_hash(struct ferry_exec *ex, int driver_ok);
 
 #endif

@@ -215,6 +215,10 @@ CUresult sim_copy3d(const CUDA_MEMCPY3D *c);
 
 uint64_t sim_now_ns(void);
 
+/* twins of ferry's own kernels (sim_builtin.c), NULL-terminated: found
+   for a PTX or cubin module that declares them, after the loaded table */
+extern const struct ferry_twin sim_builtin_twins[];
+
 /* the individual entry points, grouped by file */
 /* shared memory per SM the simulation reports (228 KiB, as an H100's) */
 #define SIM_SMEM_PER_SM 233472

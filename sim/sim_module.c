@@ -103,6 +103,18 @@ static int declares(const struct sim_module *m, const char *name) {
   return !m->named;
 }
 
+/* name's twin: the module's table, else (for a module that names its
+   kernels) ferry's built-in ones; NULL if neither has it */
+static const struct ferry_twin *twin_of(const struct sim_module *m, const char *name) {
+  for (const struct ferry_twin *t = m->twins; t && t->name; t++)
+    if (strcmp(t->name, name) == 0)
+      return t;
+  for (const struct ferry_twin *t = sim_builtin_twins; m->named && t->name; t++)
+    if (strcmp(t->name, name) == 0)
+      return t;
+  return NULL;
+}
+
 CUresult sim_ModuleGetFunction(CUfunction *fn, CUmodule module, const char *name) {
   CUresult r = sim_enter();
   if (r)
@@ -118,10 +130,8 @@ CUresult sim_ModuleGetFunction(CUfunction *fn, CUmodule module, const char *name
       return sim_leave(CUDA_SUCCESS);
     }
   }
-  const struct ferry_twin *t = m->twins;
-  while (t && t->name && strcmp(t->name, name) != 0)
-    t++;
-  if (!t || !t->name || !declares(m, name))
+  const struct ferry_twin *t = twin_of(m, name);
+  if (!t || !declares(m, name))
     return sim_leave(CUDA_ERROR_NOT_FOUND);
   struct sim_func **grown = realloc(m->funcs, (m->nfuncs + 1) * sizeof *grown);
   if (!grown)
@@ -145,7 +155,8 @@ CUresult sim_ModuleGetFunction(CUfunction *fn, CUmodule module, const char *name
 }
 
 /* the kernels a module can give: a cubin's or PTX text's named ones that
-   have twins; every twin for a fat binary container (as sim_ModuleGetFunction) */
+   have twins (built-in ones included); every twin of the table for a fat
+   binary container (as sim_ModuleGetFunction) */
 static int module_kernel(const struct sim_module *m, size_t i, const char **name) {
   const struct ferry_twin *t = m->twins;
   if (!m->named) {
@@ -159,10 +170,8 @@ static int module_kernel(const struct sim_module *m, size_t i, const char **name
   }
   size_t seen = 0;
   for (size_t k = 0; k < m->nkernels; k++) {
-    const struct ferry_twin *w = t;
-    while (w && w->name && strcmp(w->name, m->kernels[k]) != 0)
-      w++;
-    if (!w || !w->name)
+    const struct ferry_twin *w = twin_of(m, m->kernels[k]);
+    if (!w)
       continue;
     if (seen++ == i) {
       *name = w->name;
