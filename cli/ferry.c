@@ -563,6 +563,15 @@ static void print_migration(const json_t *mig) {
            amount(mig, "modules_replayed"), millis(mig, "replay_module_ms"),
            millis(mig, "replay_other_ms"), copied, amount(mig, "ranges_copied"),
            amount(mig, "requests"));
+    if (amount(mig, "bytes_precopied") > 0) {
+      char pre[64], same[64];
+      format_bytes(pre, sizeof pre, -1, amount(mig, "bytes_precopied"));
+      format_bytes(same, sizeof same, -1, amount(mig, "bytes_unchanged"));
+      printf("             before the hold: replayed %.0f records, copied %s (%.1f ms); in the "
+             "pause %s unchanged by hash (%.1f ms hashing)\n",
+             amount(mig, "records_ahead"), pre, millis(mig, "ahead_ms"), same,
+             millis(mig, "hash_ms"));
+    }
   } else if (!strcmp(state, "failed")) {
     printf("  migration: failed in %s after %.1f ms: %s\n", phase, millis(mig, "total_ms"), error);
     printf("             phases: %s ms\n", times);

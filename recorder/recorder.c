@@ -172,6 +172,11 @@ static void kill_stream_objects(struct ferry_recorder *r, uint64_t stream) {
   }
 }
 
+static void journal_clear(struct ferry_recorder *r) {
+  for (size_t i = 0; i < r->njournal; i++) drop(&r->journal[i]);
+  r->njournal = 0;
+}
+
 void ferry_recorder_init(struct ferry_recorder *r) {
   memset(r, 0, sizeof *r);
   pthread_mutex_init(&r->lock, NULL);
@@ -185,23 +190,18 @@ static void clear(struct ferry_recorder *r) {
 
 void ferry_recorder_destroy(struct ferry_recorder *r) {
   clear(r);
+  journal_clear(r);
+  free(r->journal);
   free(r->recs);
   free(r->slots);
   pthread_mutex_destroy(&r->lock);
   memset(r, 0, sizeof *r);
 }
 
-static int append(struct ferry_recorder *r, unsigned call, const void *args, const void *rets,
-                  const void *bulk, uint64_t bulk_len, uint64_t hi, uint64_t lo) {
-  if (r->n == r->cap) {
-    size_t cap = r->cap ? r->cap * 2 : 256;
-    struct ferry_record *p = realloc(r->recs, cap * sizeof *p);
-    if (!p) return -1;
-    r->recs = p;
-    r->cap = cap;
-  }
-  if ((r->n - r->dead + 1) * 2 > r->nslots && reindex(r, r->n - r->dead + 1)) return -1;
-  struct ferry_record *rec = &r->recs[r->n];
+/* a record's copy of one call: args, their str/blob bytes, module_load's
+   variable addresses, the object or index the program holds */
+static int fill(struct ferry_record *rec, unsigned call, const void *args, const void *rets,
+                const void *bulk, uint64_t bulk_len, uint64_t hi, uint64_t lo) {
   rec->key_hi = hi;
   rec->key_lo = lo;
   rec->call = call;
@@ -228,10 +228,44 @@ static int append(struct ferry_recorder *r, unsigned call, const void *args, con
   if (call == FERRY_CALL_module_function && rets)
     rec->object = ((const struct ferry_module_function_rets *)rets)->index;
   rec->live = 1;
+  return 0;
+}
+
+static int append(struct ferry_recorder *r, unsigned call, const void *args, const void *rets,
+                  const void *bulk, uint64_t bulk_len, uint64_t hi, uint64_t lo) {
+  if (r->n == r->cap) {
+    size_t cap = r->cap ? r->cap * 2 : 256;
+    struct ferry_record *p = realloc(r->recs, cap * sizeof *p);
+    if (!p) return -1;
+    r->recs = p;
+    r->cap = cap;
+  }
+  if ((r->n - r->dead + 1) * 2 > r->nslots && reindex(r, r->n - r->dead + 1)) return -1;
+  if (fill(&r->recs[r->n], call, args, rets, bulk, bulk_len, hi, lo)) return -1;
   r->n++;
   r->total++;
   if (hi || lo) *find_slot(r, hi, lo) = r->n;
   return 0;
+}
+
+/* one change after the mark; a failure only breaks the journal */
+static void journal(struct ferry_recorder *r, unsigned call, const void *args, const void *rets,
+                    const void *bulk, uint64_t bulk_len) {
+  if (!r->journaling || r->journal_broken) return;
+  if (r->njournal == FERRY_JOURNAL_MAX) goto broken;
+  if (r->njournal == r->journal_cap) {
+    size_t cap = r->journal_cap ? r->journal_cap * 2 : 64;
+    struct ferry_record *p = realloc(r->journal, cap * sizeof *p);
+    if (!p) goto broken;
+    r->journal = p;
+    r->journal_cap = cap;
+  }
+  if (fill(&r->journal[r->njournal], call, args, rets, bulk, bulk_len, 0, 0)) goto broken;
+  r->njournal++;
+  return;
+broken:
+  r->journal_broken = 1;
+  journal_clear(r);
 }
 
 int ferry_record(struct ferry_recorder *r, unsigned call, const void *args, const void *rets,
@@ -243,8 +277,12 @@ int ferry_record(struct ferry_recorder *r, unsigned call, const void *args, cons
   pthread_mutex_lock(&r->lock);
   switch (act) {
   case SKIP: break;
-  case RESET: clear(r); break; /* a reset device has none of the earlier state */
+  case RESET: /* a reset device has none of the earlier state */
+    clear(r);
+    if (r->journaling) r->journal_broken = 1, journal_clear(r);
+    break;
   case DESTROY:
+    journal(r, call, args, rets, bulk, bulk_len);
     kill_key(r, hi, lo);
     if (call == FERRY_CALL_module_unload) kill_module_funcs(r, lo);
     if (call == FERRY_CALL_stream_destroy) kill_stream_objects(r, lo);
@@ -253,10 +291,14 @@ int ferry_record(struct ferry_recorder *r, unsigned call, const void *args, cons
   case ONCE:
     if (r->nslots && *find_slot(r, hi, lo)) break; /* the first record stands */
     rc = append(r, call, args, rets, bulk, bulk_len, hi, lo);
+    if (!rc) journal(r, call, args, rets, bulk, bulk_len);
     break;
   case CREATE:
   case SET: kill_key(r, hi, lo); /* fall through */
-  case PLAIN: rc = append(r, call, args, rets, bulk, bulk_len, hi, lo); break;
+  case PLAIN:
+    rc = append(r, call, args, rets, bulk, bulk_len, hi, lo);
+    if (!rc) journal(r, call, args, rets, bulk, bulk_len);
+    break;
   }
   if (!rc && r->dead > 64 && r->dead * 2 > r->n) rc = compact(r);
   pthread_mutex_unlock(&r->lock);
@@ -278,6 +320,42 @@ size_t ferry_recorder_live(struct ferry_recorder *r) {
   size_t n = r->n - r->dead;
   pthread_mutex_unlock(&r->lock);
   return n;
+}
+
+int ferry_recorder_mark(struct ferry_recorder *r,
+                        int (*fn)(void *ctx, const struct ferry_record *rec), void *ctx) {
+  pthread_mutex_lock(&r->lock);
+  journal_clear(r);
+  r->journal_broken = 0;
+  int rc = 0;
+  for (size_t i = 0; i < r->n && !rc; i++)
+    if (r->recs[i].live) rc = fn(ctx, &r->recs[i]);
+  r->journaling = !rc;
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}
+
+int ferry_recorder_journal_foreach(struct ferry_recorder *r,
+                                   int (*fn)(void *ctx, const struct ferry_record *rec), void *ctx) {
+  pthread_mutex_lock(&r->lock);
+  int rc = r->journal_broken || !r->journaling ? -1 : 0;
+  for (size_t i = 0; i < r->njournal && !rc; i++) rc = fn(ctx, &r->journal[i]);
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}
+
+int ferry_recorder_journal_broken(struct ferry_recorder *r) {
+  pthread_mutex_lock(&r->lock);
+  int broken = r->journal_broken || !r->journaling;
+  pthread_mutex_unlock(&r->lock);
+  return broken;
+}
+
+void ferry_recorder_journal_stop(struct ferry_recorder *r) {
+  pthread_mutex_lock(&r->lock);
+  journal_clear(r);
+  r->journaling = r->journal_broken = 0;
+  pthread_mutex_unlock(&r->lock);
 }
 
 int ferry_recorder_rebind(struct ferry_recorder *r, uint32_t module, ferry_blob var_info) {

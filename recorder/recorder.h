@@ -39,6 +39,12 @@ struct ferry_recorder {
   size_t *slots; /* open-addressing index by key: record index + 1, 0 empty */
   size_t nslots;
   uint64_t total; /* records ever appended */
+  /* after a mark (the log replayed ahead on a migration's target): every
+     change since, in call order, so that the pause replays only those */
+  struct ferry_record *journal;
+  size_t njournal, journal_cap;
+  int journaling;
+  int journal_broken; /* a reset, too many changes, or out of memory */
 };
 
 void ferry_recorder_init(struct ferry_recorder *r);
@@ -56,6 +62,21 @@ int ferry_recorder_foreach(struct ferry_recorder *r,
 size_t ferry_recorder_live(struct ferry_recorder *r);
 /* a module now lives on another GPU: its load record takes the variable
    addresses it has there (same length as before); 0, or -1 when unknown */
+/* runs fn over the live records like foreach and, in the same hold of the
+   lock, starts the journal: what is recorded from then on is kept in call
+   order (creates, settings and destroys alike) until journal_stop */
+int ferry_recorder_mark(struct ferry_recorder *r,
+                        int (*fn)(void *ctx, const struct ferry_record *rec), void *ctx);
+/* the changes since the mark, in call order; -1 without calling fn when
+   the journal is broken (the caller must replay the whole log on a fresh
+   target), else fn's first non-zero value or 0 */
+int ferry_recorder_journal_foreach(struct ferry_recorder *r,
+                                   int (*fn)(void *ctx, const struct ferry_record *rec), void *ctx);
+int ferry_recorder_journal_broken(struct ferry_recorder *r);
+void ferry_recorder_journal_stop(struct ferry_recorder *r);
+/* the journal is broken past this many changes */
+#define FERRY_JOURNAL_MAX 65536
+
 int ferry_recorder_rebind(struct ferry_recorder *r, uint32_t module, ferry_blob var_info);
 
 

@@ -128,3 +128,22 @@ int ferry_replay(struct ferry_recorder *log, const struct ferry_target *t,
   struct replay_run run = {t, hooks, stats, err, errlen};
   return ferry_recorder_foreach(log, replay_one, &run);
 }
+
+int ferry_replay_ahead(struct ferry_recorder *log, const struct ferry_target *t,
+                       const struct ferry_replay_hooks *hooks, struct ferry_replay_stats *stats,
+                       char *err, size_t errlen) {
+  memset(stats, 0, sizeof *stats);
+  struct replay_run run = {t, hooks, stats, err, errlen};
+  return ferry_recorder_mark(log, replay_one, &run);
+}
+
+int ferry_replay_journal(struct ferry_recorder *log, const struct ferry_target *t,
+                         const struct ferry_replay_hooks *hooks, struct ferry_replay_stats *stats,
+                         char *err, size_t errlen) {
+  struct replay_run run = {t, hooks, stats, err, errlen};
+  int rc = ferry_recorder_journal_foreach(log, replay_one, &run);
+  if (rc == -1)
+    snprintf(err, errlen, "the program changed too much since the log was replayed ahead (a "
+             "device reset, or more than %d changes)", FERRY_JOURNAL_MAX);
+  return rc;
+}

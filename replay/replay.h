@@ -33,4 +33,15 @@ int ferry_replay(struct ferry_recorder *log, const struct ferry_target *t,
                  const struct ferry_replay_hooks *hooks, struct ferry_replay_stats *stats,
                  char *err, size_t errlen);
 
+/* the same, ahead of a migration's pause: the log as it is now, and the
+   recorder's journal starts (ferry_recorder_mark) */
+int ferry_replay_ahead(struct ferry_recorder *log, const struct ferry_target *t,
+                       const struct ferry_replay_hooks *hooks, struct ferry_replay_stats *stats,
+                       char *err, size_t errlen);
+/* at the pause: only the changes since ferry_replay_ahead (stats add up);
+   -1 when the journal is broken (the target must be replayed afresh) */
+int ferry_replay_journal(struct ferry_recorder *log, const struct ferry_target *t,
+                         const struct ferry_replay_hooks *hooks, struct ferry_replay_stats *stats,
+                         char *err, size_t errlen);
+
 #endif

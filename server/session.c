@@ -726,7 +726,8 @@ int session_run_hello(struct ferry_conn *c, const struct server_opts *opts,
   }
   keepalive_stop(&s);
   if (s.ex) ferry_exec_close(s.ex);
-  if (!opts->quiet || status != SESSION_OK)
+  /* a helper's program says why its hello was refused; the helper need not */
+  if (!opts->quiet || (status != SESSION_OK && !(opts->helper && status == SESSION_SETUP)))
     ferry_log("session from %s ended: %s", c->peer, s.reason[0] ? s.reason : "done");
   c->ops->close(c);
   ferry_decoder_destroy(&s.dec);

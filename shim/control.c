@@ -109,6 +109,11 @@ static json_t *migration_json(const struct ferry_vgpu_status *s) {
   e |= set(m, "bytes_copied", jcount(s->bytes_copied));
   e |= set(m, "ranges_copied", jcount(s->ranges_copied));
   e |= set(m, "requests", jcount(s->requests));
+  e |= set(m, "records_ahead", jcount(s->records_ahead));
+  e |= set(m, "ahead_ms", jms(s->ahead_ms));
+  e |= set(m, "bytes_precopied", jcount(s->bytes_precopied));
+  e |= set(m, "bytes_unchanged", jcount(s->bytes_unchanged));
+  e |= set(m, "hash_ms", jms(s->hash_ms));
   e |= set(m, "error", jstr(s->error));
   json_decref(ms);
   if (e) json_decref(m);

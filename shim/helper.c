@@ -1,7 +1,9 @@
 /*
  * Starting a ferry-mhelper: the process that serves one vGPU on one local
- * GPU once a migration moves it there (the mrCUDA paper's "one process, one
- * GPU"). It is ferry's executor behind the shared-memory transport: the
+ * GPU once a migration moves it there, or from the first call for a vGPU
+ * that starts there (FERRY_DEVICES=local:N) and may later move to a server
+ * (the mrCUDA paper's "one process, one GPU"). It is ferry's executor
+ * behind the shared-memory transport: the
  * program hands it a channel, its shared host arena and the GPU, says hello
  * as it would to a server, and from then on talks to it like to one.
  *
@@ -115,8 +117,8 @@ static pid_t spawn(const char *bin, const struct ferry_shm_peer *peer, int host_
   return rc ? -1 : pid;
 }
 
-int ferry_helper_start(struct ferry_vgpu *v, int gpu, struct ferry_link *l, char *err,
-                       size_t errlen) {
+int ferry_helper_start(struct ferry_vgpu *v, int gpu, struct ferry_link *l,
+                       struct ferry_hello_rets *hello, char *err, size_t errlen) {
   char bin[PATH_MAX], why[200];
   int host_fd = ferry_host_arena_fd(why, sizeof why);
   if (host_fd < 0) {
@@ -136,8 +138,19 @@ int ferry_helper_start(struct ferry_vgpu *v, int gpu, struct ferry_link *l, char
     c->ops->close(c);
     return cudaErrorNotSupported;
   }
-  /* the first process leaves at once; the helper goes on in its child */
-  while (waitpid(first, NULL, 0) < 0 && errno == EINTR) continue;
+  /* the first process leaves at once; the helper goes on in its child. One
+     that failed (a wrong binary, bad arguments) is said here, not as a lost
+     connection (where the program reaps children itself, the hello tells) */
+  int status = 0;
+  pid_t w;
+  while ((w = waitpid(first, &status, 0)) < 0 && errno == EINTR) continue;
+  if (w == first && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+    if (WIFEXITED(status)) snprintf(err, errlen, "%s exited with status %d before it started", bin,
+                                    WEXITSTATUS(status));
+    else snprintf(err, errlen, "%s was killed by signal %d before it started", bin, WTERMSIG(status));
+    c->ops->close(c);
+    return cudaErrorNotSupported;
+  }
 
   ferry_link_init(l, v->index, NULL);
   snprintf(l->name, sizeof l->name, "ferry-mhelper (local GPU %d)", gpu);
@@ -162,5 +175,6 @@ int ferry_helper_start(struct ferry_vgpu *v, int gpu, struct ferry_link *l, char
   l->helper_pid = (int)ferry_shm_peer_pid(c);
   snprintf(l->name, sizeof l->name, "local GPU %d in ferry-mhelper pid %d (%s)", gpu,
            l->helper_pid, r.name ? r.name : "?");
+  if (hello) *hello = r;
   return 0;
 }

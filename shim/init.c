@@ -1,9 +1,11 @@
 /*
- * Start-up: which remote GPUs the program gets (FERRY_DEVICES, or the
- * rCUDA variables), connecting to them, and the hello handshake that brings
- * back each device's facts. Runs once, at the first CUDA call that needs a
- * device, never at library load (registration runs before main).
+ * Start-up: which GPUs the program gets (FERRY_DEVICES, or the rCUDA
+ * variables), connecting to them (a server, or a ferry-mhelper for a
+ * local:N entry), and the hello handshake that brings back each device's
+ * facts. Runs once, at the first CUDA call that needs a device, never at
+ * library load (registration runs before main).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +18,24 @@
 #include "shim.h"
 #include "transport/reader.h"
 
+/* a local:N beyond this is a typo, not a machine (as for server GPUs) */
+#define FERRY_MAX_LOCAL_GPU 4095
+
 struct ferry_state ferry = {.once = PTHREAD_ONCE_INIT};
+
+/* FERRY_DEVICES entry "local:N": N, else -1 with the reason in err */
+static int parse_local(const char *tok, char *err, size_t errlen) {
+  const char *p = tok + strlen("local:");
+  char *end;
+  errno = 0;
+  long n = strtol(p, &end, 10);
+  if (!isdigit((unsigned char)*p) || *end || errno || n > FERRY_MAX_LOCAL_GPU) {
+    snprintf(err, errlen, "expected local:N, N the index of a GPU of this machine (0 to %d)",
+             FERRY_MAX_LOCAL_GPU);
+    return -1;
+  }
+  return (int)n;
+}
 
 static int parse_devices(void) {
   char err[256];
@@ -34,7 +53,13 @@ static int parse_devices(void) {
         return cudaErrorInvalidValue;
       }
       struct ferry_vgpu *v = &ferry.vgpus[ferry.count];
-      if (ferry_url_parse(tok, &v->url, err, sizeof err)) {
+      if (!strncmp(tok, "local:", 6)) {
+        if ((v->start_gpu = parse_local(tok, err, sizeof err)) < 0) {
+          ferry_log("FERRY_DEVICES entry %d '%s': %s", ferry.count, tok, err);
+          free(copy);
+          return cudaErrorNoDevice;
+        }
+      } else if (ferry_url_parse(tok, &v->url, err, sizeof err)) {
         ferry_log("FERRY_DEVICES entry %d '%s': %s", ferry.count, tok, err);
         free(copy);
         return cudaErrorNoDevice;
@@ -78,7 +103,8 @@ static int parse_devices(void) {
   for (int i = 0; i < ferry.count; i++) {
     struct ferry_vgpu *v = &ferry.vgpus[i];
     if (v->url.gpu < 0) v->url.gpu = 0;
-    ferry_url_format(&v->url, v->url_text, sizeof v->url_text);
+    if (v->start_gpu >= 0) snprintf(v->url_text, sizeof v->url_text, "local:%d", v->start_gpu);
+    else ferry_url_format(&v->url, v->url_text, sizeof v->url_text);
     _Static_assert(sizeof v->url_text <= sizeof v->link.name, "a URL fits a link's name");
     memcpy(v->link.name, v->url_text, sizeof v->url_text);
   }
@@ -132,6 +158,25 @@ int ferry_connect_timeout_ms(void) {
   return s > 0 ? (int)(s * 1000) : 10000;
 }
 
+/* the device facts a server's or a helper's hello brought */
+static int take_device(struct ferry_vgpu *v, const struct ferry_hello_rets *r) {
+  snprintf(v->name, sizeof v->name, "%s", r->name ? r->name : "remote GPU");
+  v->total_mem = r->total_mem;
+  v->granularity = r->granularity ? r->granularity : (2u << 20);
+  v->driver_version = r->driver_version;
+  if (r->uuid.len == sizeof v->uuid) memcpy(v->uuid, r->uuid.ptr, sizeof v->uuid);
+  size_t n = r->attrs.len / sizeof(int32_t);
+  if (n > FERRY_NATTRS_CLIENT) n = FERRY_NATTRS_CLIENT;
+  memcpy(v->attrs, r->attrs.ptr, n * sizeof(int32_t));
+  ferry_props_build(&v->props, v->name, v->uuid, v->total_mem, v->attrs, FERRY_NATTRS_CLIENT);
+  if (ferry_arena_init(&v->arena, ferry_arena_base(v->index), FERRY_ARENA_STRIDE, v->granularity)) {
+    ferry_log("device %d: unusable allocation granularity %llu", v->index,
+              (unsigned long long)v->granularity);
+    return cudaErrorNoDevice;
+  }
+  return 0;
+}
+
 int ferry_connect_vgpu(struct ferry_vgpu *v) {
   char err[256];
   struct ferry_link *l = &v->link;
@@ -152,21 +197,38 @@ int ferry_connect_vgpu(struct ferry_vgpu *v) {
   struct ferry_hello_rets r;
   int rc = ferry_link_hello(l, (uint32_t)v->url.gpu, base, &r);
   if (rc) return rc == cudaErrorInvalidDevice ? rc : cudaErrorNoDevice;
-  snprintf(v->name, sizeof v->name, "%s", r.name ? r.name : "remote GPU");
-  v->total_mem = r.total_mem;
-  v->granularity = r.granularity ? r.granularity : (2u << 20);
-  v->driver_version = r.driver_version;
-  if (r.uuid.len == sizeof v->uuid) memcpy(v->uuid, r.uuid.ptr, sizeof v->uuid);
-  size_t n = r.attrs.len / sizeof(int32_t);
-  if (n > FERRY_NATTRS_CLIENT) n = FERRY_NATTRS_CLIENT;
-  memcpy(v->attrs, r.attrs.ptr, n * sizeof(int32_t));
-  ferry_props_build(&v->props, v->name, v->uuid, v->total_mem, v->attrs, FERRY_NATTRS_CLIENT);
-  if (ferry_arena_init(&v->arena, base, FERRY_ARENA_STRIDE, v->granularity)) {
-    ferry_log("device %d: unusable allocation granularity %llu", v->index,
-              (unsigned long long)v->granularity);
-    return cudaErrorNoDevice;
-  }
+  if ((rc = take_device(v, &r))) return rc;
   ferry_debug("device %d: %s at %s", v->index, v->name, v->url_text);
+  return 0;
+}
+
+/* FERRY_DEVICES=local:N: the vGPU starts where a migration onto a
+   ferry-mhelper leaves one (same link, staging, pinned memory, replay
+   log), so that it can later move to a server; in this process it could
+   not (that mode keeps no log) */
+static int start_in_helper(struct ferry_vgpu *v) {
+  char why[256] = "";
+  const char *policy = getenv("FERRY_MHELPER");
+  struct ferry_hello_rets r;
+  int rc = 0;
+  if (policy && !strcmp(policy, "never")) {
+    snprintf(why, sizeof why, "a local GPU at start runs in a ferry-mhelper, which "
+             "FERRY_MHELPER=never forbids");
+    rc = cudaErrorNoDevice;
+  } else if (!(rc = ferry_helper_start(v, v->start_gpu, &v->link, &r, why, sizeof why))) {
+    v->link.quiet = 0; /* its own link now: a later GOODBYE is said */
+    if (!(rc = take_device(v, &r))) rc = ferry_staging_open(&v->link, why, sizeof why);
+    if (rc) ferry_link_close(&v->link); /* the helper sees the channel close and exits */
+  }
+  if (rc) {
+    if (why[0]) ferry_log("FERRY_DEVICES entry %d '%s': %s", v->index, v->url_text, why);
+    return rc == cudaErrorInvalidDevice ? rc : cudaErrorNoDevice;
+  }
+  if (ferry_host_register_helper(v))
+    ferry_debug("device %d: pinned memory is not page-locked in its helper; its copies stay "
+                "correct but synchronous", v->index);
+  __atomic_store_n(&v->moved, 1, __ATOMIC_RELEASE);
+  ferry_debug("device %d: %s", v->index, v->link.name);
   return 0;
 }
 
@@ -225,6 +287,7 @@ static void init_once(void) {
     struct ferry_vgpu *v = &ferry.vgpus[i];
     v->index = i;
     v->inproc_gpu = -1;
+    v->start_gpu = -1;
     ferry_link_init(&v->link, i, NULL);
     pthread_mutex_init(&v->arena_lock, NULL);
     pthread_mutex_init(&v->pre_lock, NULL);
@@ -234,7 +297,8 @@ static void init_once(void) {
   int rc = parse_devices();
   for (int i = 0; !rc && i < ferry.count; i++) {
     rc = reserve_placeholder(&ferry.vgpus[i]);
-    if (!rc) rc = ferry_connect_vgpu(&ferry.vgpus[i]);
+    if (!rc) rc = ferry.vgpus[i].start_gpu >= 0 ? start_in_helper(&ferry.vgpus[i])
+                                                : ferry_connect_vgpu(&ferry.vgpus[i]);
   }
   if (rc) {
     ferry.init_error = rc == cudaErrorInvalidDevice ? rc : cudaErrorNoDevice;

@@ -108,7 +108,7 @@ int mig_fail(struct mig *m, const char *fmt, ...) {
   return -1;
 }
 
-static int module_loaded(void *ctx, uint32_t module, ferry_blob source, ferry_blob local) {
+int mig_module_loaded(void *ctx, uint32_t module, ferry_blob source, ferry_blob local) {
   struct mig *m = ctx;
   /* tests: a replay that takes 2 s, holding the gate, the arena and the log */
   if (mig_fault("stall")) nanosleep(&(struct timespec){2, 0}, NULL);
@@ -306,6 +306,14 @@ static int memsync(struct mig *m, uint64_t *bytes) {
   long n = ferry_memsync_plan(v->arena.regions, v->arena.nregions, v->arena.maps, v->arena.nmaps,
                               o.merge_gap, &pairs);
   if (n < 0) return mig_fail(m, "out of memory planning mem-sync");
+  if (m->precopied) { /* copied ahead: only the pieces whose hashes differ */
+    uint64_t *changed;
+    long k = mig_changed(m, pairs, (size_t)n, &changed, &m->unchanged);
+    free(pairs);
+    if (k < 0) return mig_fail(m, "out of memory comparing the copies");
+    pairs = changed;
+    n = k;
+  }
   uint64_t total = 0;
   for (long i = 0; i < n; i++) total += pairs[2 * i + 1];
   /* the program allocated more since the buffers were made: larger ones now */
@@ -331,6 +339,9 @@ static int memsync(struct mig *m, uint64_t *bytes) {
       v->mig.bytes_copied = ms.bytes;
       v->mig.ranges_copied = ms.ranges;
       v->mig.requests = ms.requests;
+      v->mig.bytes_precopied = m->precopied;
+      v->mig.bytes_unchanged = m->unchanged;
+      v->mig.hash_ms = m->hash_ms;
       pthread_mutex_unlock(&mig_lock);
     }
   }
@@ -389,15 +400,20 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
   double drained = now_ms();
 
   enter_phase(m, FERRY_PHASE_REPLAY);
-  struct ferry_replay_hooks hooks = {module_loaded, mig_error_name, m};
-  struct ferry_replay_stats rs;
-  if (ferry_replay(&v->log, &m->t, &hooks, &rs, why, sizeof why)) return mig_fail(m, "%s", why);
+  struct ferry_replay_hooks hooks = {mig_module_loaded, mig_error_name, m};
+  struct ferry_replay_stats rs = {0};
+  /* replayed ahead: only what the program changed since */
+  if (m->ahead ? ferry_replay_journal(&v->log, &m->t, &hooks, &rs, why, sizeof why)
+               : ferry_replay(&v->log, &m->t, &hooks, &rs, why, sizeof why))
+    return mig_fail(m, "%s", why);
   *records = rs.records;
   pthread_mutex_lock(&v->pre_lock);
   v->bridge_ms = now_ms() - drained;
   pthread_mutex_unlock(&v->pre_lock);
   pthread_mutex_lock(&mig_lock);
   v->mig.records_replayed = rs.records;
+  v->mig.records_ahead = m->ahead_stats.records;
+  v->mig.ahead_ms = m->ahead_replay_ms + m->precopy_ms;
   v->mig.modules_replayed = rs.modules;
   v->mig.replay_module_ms = rs.module_ms;
   v->mig.replay_other_ms = rs.other_ms;
@@ -453,8 +469,11 @@ static const char *placement(int vi, int gpu, int *helper, char *buf, size_t n) 
     in_process = i;
     if (o->inproc_gpu == gpu) same_gpu = i;
   }
-  /* auto: the first vGPU to move runs in this process, the others in helpers */
-  *helper = policy == POLICY_ALWAYS || (policy == POLICY_AUTO && in_process >= 0);
+  /* auto: the first vGPU to move runs in this process, the others in
+     helpers; one that started on a local GPU (FERRY_DEVICES=local:N) stays
+     in helpers, so that it can always be evicted again */
+  *helper = policy == POLICY_ALWAYS ||
+            (policy == POLICY_AUTO && (in_process >= 0 || ferry.vgpus[vi].start_gpu >= 0));
   if (!*helper && same_gpu >= 0) {
     /* two vGPUs in one process on one GPU would share its primary context */
     snprintf(buf, n, "local GPU %d already runs device %d in this process (FERRY_MHELPER=never "
@@ -468,14 +487,9 @@ static const char *placement(int vi, int gpu, int *helper, char *buf, size_t n) 
    same target takes it, so the migration itself starts at the hold.
    Under mig_lock; busy while a prepare opens one. */
 static struct prepared {
-  int active, busy, gpu, helper, remote;
+  int active, busy, remote;
   struct ferry_url url;
-  struct ferry_local *L;
-  struct ferry_link *tl;
-  struct ferry_target t;
-  void *bufs[2];
-  int registered[2];
-  uint64_t buf_bytes;
+  struct mig m; /* what it opened, replayed and copied */
   double setup_ms;
 } prepared[FERRY_MAX_VGPUS];
 
@@ -483,26 +497,36 @@ static void prepared_text(int index, char *out, size_t n) {
   const struct prepared *p = &prepared[index];
   if (!p->active) snprintf(out, n, "%s", "");
   else if (p->remote) ferry_url_format(&p->url, out, n);
-  else snprintf(out, n, "local GPU %d%s", p->gpu, p->helper ? " (ferry-mhelper)" : "");
+  else snprintf(out, n, "local GPU %d%s", p->m.gpu, p->m.helper ? " (ferry-mhelper)" : "");
 }
 
 /* what a prepared target holds, as a migration's */
 static void from_prepared(const struct prepared *p, struct mig *m) {
-  m->helper = p->helper;
+  char *err = m->err;
+  size_t errlen = m->errlen;
+  *m = p->m;
   m->url = p->remote ? &p->url : NULL;
-  m->L = p->L, m->tl = p->tl, m->t = p->t, m->buf_bytes = p->buf_bytes;
-  memcpy(m->bufs, p->bufs, sizeof m->bufs);
-  memcpy(m->registered, p->registered, sizeof m->registered);
+  m->err = err, m->errlen = errlen;
+}
+
+static void mig_free(struct mig *m) {
+  for (size_t i = 0; i < m->nrebinds; i++) free(m->rebinds[i].info);
+  free(m->rebinds);
+  free(m->vars);
+  m->rebinds = NULL, m->vars = NULL, m->nrebinds = m->nvars = m->cvars = 0;
 }
 
 static void close_prepared(struct ferry_vgpu *v, const struct prepared *p) {
-  struct mig m = {.v = v};
+  char why[256] = "";
+  struct mig m = {.err = why, .errlen = sizeof why};
   from_prepared(p, &m);
+  if (m.ahead) ferry_recorder_journal_stop(&v->log);
   mig_close_opened(&m);
+  mig_free(&m);
 }
 
 static int same_target(const struct prepared *p, int gpu, const struct ferry_url *url) {
-  if (!url) return !p->remote && p->gpu == gpu;
+  if (!url) return !p->remote && p->m.gpu == gpu;
   return p->remote && !strcmp(p->url.scheme, url->scheme) && !strcmp(p->url.host, url->host) &&
          p->url.port == url->port && p->url.gpu == url->gpu;
 }
@@ -513,8 +537,9 @@ static const char *cannot_move(struct ferry_vgpu *v, const struct ferry_url *url
   if (v->mig.state == FERRY_MIG_RUNNING) return "a migration of device %d is already running";
   if (prepared[v->index].busy) return "a prepare of device %d is running";
   if (url && ferry_is_local(v))
-    return "device %d runs on a local GPU in this process; moving it back to a server is not "
-           "supported yet (a vGPU in a ferry-mhelper can move)";
+    return "device %d runs on a local GPU in this process, which keeps no replay log; moving "
+           "it back to a server is not supported yet (a vGPU in a ferry-mhelper can move: "
+           "FERRY_MHELPER=always, or start it with FERRY_DEVICES=local:N)";
   if (ferry_is_local(v)) return "device %d already runs on a local GPU (in this process)";
   if (!url && v->moved) return "device %d already runs on a local GPU (in a ferry-mhelper)";
   if (ferry_dead(v)) return "device %d lost its server; there is nothing left to migrate";
@@ -549,9 +574,9 @@ int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, s
     if (same_target(&prepared[vi], gpu, url)) pre = prepared[vi];
     else stale = prepared[vi];
     prepared[vi].active = 0;
-    if (stale.active && !stale.helper && !stale.remote) v->inproc_gpu = -1;
+    if (stale.active && !stale.m.helper && !stale.remote) v->inproc_gpu = -1;
   }
-  if (pre.active) helper = pre.helper;
+  if (pre.active) helper = pre.m.helper;
   const char *refused = busy || url || pre.active ? NULL : placement(vi, gpu, &helper, why, sizeof why);
   if (busy || refused) {
     pthread_mutex_unlock(&mig_lock);
@@ -575,6 +600,13 @@ int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, s
                   .t_phase = now_ms()};
   double t0 = m.t_phase;
   int failed = 0;
+  /* the program changed too much since prepare replayed the log there */
+  if (pre.active && pre.m.ahead && ferry_recorder_journal_broken(&v->log)) {
+    ferry_debug("device %d: the prepared target is out of date; opening it afresh", vi);
+    close_prepared(v, &pre);
+    pre.active = 0;
+    if (!helper && !url) v->inproc_gpu = gpu;
+  }
   if (pre.active) { /* opened by prepare, while the program ran */
     from_prepared(&pre, &m);
   } else {
@@ -585,6 +617,7 @@ int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, s
     pthread_mutex_unlock(&mig_lock);
     failed = url ? mig_open_remote(&m) : helper ? mig_open_helper(&m) : mig_open_local(&m);
     if (!failed) failed = mig_buffers_ahead(&m);
+    if (!failed && mig_precopy_enabled()) failed = mig_ahead(&m);
   }
   enter_phase(&m, FERRY_PHASE_HOLD);
   uint64_t bytes = 0, records = 0;
@@ -604,10 +637,9 @@ int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, s
   } else {
     enter_phase(&m, -1);
   }
+  if (m.ahead) ferry_recorder_journal_stop(&v->log);
   if (failed) mig_close_opened(&m);
-  for (size_t i = 0; i < m.nrebinds; i++) free(m.rebinds[i].info);
-  free(m.rebinds);
-  free(m.vars);
+  mig_free(&m);
 
   double total = now_ms() - t0;
   pthread_mutex_lock(&mig_lock);
@@ -636,12 +668,16 @@ int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, s
     ferry_log("migration stats: device=%d helper=%d records=%llu modules=%llu replay_module_ms=%.3f "
               "replay_other_ms=%.3f bytes=%llu ranges=%llu requests=%llu hold_ms=%.3f "
               "drain_ms=%.3f setup_ms=%.3f replay_ms=%.3f memsync_ms=%.3f vars_ms=%.3f "
-              "switch_ms=%.3f pause_ms=%.3f total_ms=%.3f", vi, st.helper_pid,
+              "switch_ms=%.3f pause_ms=%.3f total_ms=%.3f records_ahead=%llu ahead_ms=%.3f "
+              "bytes_precopied=%llu bytes_unchanged=%llu hash_ms=%.3f", vi, st.helper_pid,
               (unsigned long long)st.records_replayed, (unsigned long long)st.modules_replayed,
               st.replay_module_ms, st.replay_other_ms, (unsigned long long)st.bytes_copied,
               (unsigned long long)st.ranges_copied, (unsigned long long)st.requests,
               st.phase_ms[0], st.phase_ms[1], st.phase_ms[2], st.phase_ms[3], st.phase_ms[4],
-              st.phase_ms[5], st.phase_ms[6], st.pause_ms, st.total_ms);
+              st.phase_ms[5], st.phase_ms[6], st.pause_ms, st.total_ms,
+              (unsigned long long)st.records_ahead, st.ahead_ms,
+              (unsigned long long)st.bytes_precopied, (unsigned long long)st.bytes_unchanged,
+              st.hash_ms);
   if (ferry_symbol_address_taken)
     ferry_log("warning: the program took a __device__ variable's address (cudaGetSymbolAddress) "
               "before the migration; that address is not valid on the local GPU");
@@ -689,13 +725,15 @@ int ferry_prepare(int vi, const char *target, char *err, size_t errlen) {
   double t0 = now_ms();
   int failed = remote ? mig_open_remote(&m) : helper ? mig_open_helper(&m) : mig_open_local(&m);
   if (!failed) failed = mig_buffers_ahead(&m);
-  if (failed) mig_close_opened(&m);
+  if (!failed && mig_precopy_enabled()) failed = mig_ahead(&m);
+  if (failed) {
+    mig_close_opened(&m);
+    mig_free(&m);
+  }
   pthread_mutex_lock(&mig_lock);
-  prepared[vi] = (struct prepared){.active = !failed, .gpu = gpu, .helper = helper,
-                                   .remote = remote, .url = url, .L = m.L, .tl = m.tl, .t = m.t,
-                                   .buf_bytes = m.buf_bytes, .setup_ms = now_ms() - t0};
-  memcpy(prepared[vi].bufs, m.bufs, sizeof m.bufs);
-  memcpy(prepared[vi].registered, m.registered, sizeof m.registered);
+  m.err = NULL, m.errlen = 0;
+  prepared[vi] = (struct prepared){.active = !failed, .remote = remote, .url = url, .m = m,
+                                   .setup_ms = now_ms() - t0};
   if (failed && !helper && !remote) v->inproc_gpu = -1;
   pthread_mutex_unlock(&mig_lock);
   return failed ? -1 : 0;
@@ -711,7 +749,7 @@ int ferry_prepare_cancel(int vi, char *err, size_t errlen) {
     return refuse(err, errlen, "a prepare of device %d is running", vi);
   }
   prepared[vi].active = 0;
-  if (p.active && !p.helper && !p.remote) ferry.vgpus[vi].inproc_gpu = -1;
+  if (p.active && !p.m.helper && !p.remote) ferry.vgpus[vi].inproc_gpu = -1;
   pthread_mutex_unlock(&mig_lock);
   if (!p.active) return refuse(err, errlen, "device %d has no prepared target", vi);
   close_prepared(&ferry.vgpus[vi], &p);

@@ -46,6 +46,11 @@ struct ferry_vgpu_status {
   uint64_t records_replayed, modules_replayed;
   double replay_module_ms, replay_other_ms; /* replay split: module loads / the rest */
   uint64_t bytes_copied, ranges_copied, requests; /* mem-sync */
+  /* done before the hold: records replayed, bytes copied and the time it
+     took; of those bytes, the ones whose hashes matched at the pause (not
+     copied again) and the time hashing took in the pause */
+  uint64_t records_ahead, bytes_precopied, bytes_unchanged;
+  double ahead_ms, hash_ms;
   uint64_t launches;        /* kernel launches so far */
   uint64_t launch_at_start; /* launches before the last migration began */
   char error[256];      /* why the last migration failed */

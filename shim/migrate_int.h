@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "replay/replay.h"
 #include "replay/target.h"
 #include "shim.h"
 
@@ -43,6 +44,12 @@ struct mig {
   void *bufs[2];
   int registered[2];
   uint64_t buf_bytes;
+  /* done before the hold (precopy.c): the log replayed (the journal has
+     what came since) and the live regions copied */
+  int ahead;
+  struct ferry_replay_stats ahead_stats;
+  double ahead_replay_ms, precopy_ms, hash_ms;
+  uint64_t precopied, unchanged;
 };
 
 
@@ -55,6 +62,21 @@ static inline int mig_tcall(struct mig *m, unsigned call, const void *args,
                             const struct ferry_bulk *bulk) {
   return m->t.call(m->t.ctx, call, args, NULL, bulk);
 }
+
+/* replay's hook: a module's variables on both GPUs (migrate.c) */
+int mig_module_loaded(void *ctx, uint32_t module, ferry_blob source, ferry_blob local);
+
+/* precopy.c: before the hold, the log replayed and the live regions
+   copied (0, or -1 with m->err when the replay failed; a copy that stops
+   only leaves more for the pause) */
+int mig_precopy_enabled(void);
+uint64_t mig_hash_chunk(void);
+int mig_ahead(struct mig *m);
+/* at the pause: the parts of pairs whose pieces hash differently on the
+   two GPUs, merged, into *out (malloc'ed); their count, or -1 when out of
+   memory; *unchanged: the bytes found equal */
+long mig_changed(struct mig *m, const uint64_t *pairs, size_t n, uint64_t **out,
+                 uint64_t *unchanged);
 
 /* migrate_target.c: each open is done before the hold (0, or -1 with
    m->err); close_opened undoes whichever was opened */

@@ -22,7 +22,7 @@ int mig_open_helper(struct mig *m) {
   char why[256] = "";
   m->tl = calloc(1, sizeof *m->tl);
   if (!m->tl) return mig_fail(m, "out of memory");
-  if (ferry_helper_start(m->v, m->gpu, m->tl, why, sizeof why)) return mig_fail(m, "%s", why);
+  if (ferry_helper_start(m->v, m->gpu, m->tl, NULL, why, sizeof why)) return mig_fail(m, "%s", why);
   if (mig_fault("reserve")) return mig_fail(m, "cannot reserve the device arena at the same address "
                                        "(injected fault)");
   if (ferry_staging_open(m->tl, why, sizeof why)) return mig_fail(m, "%s", why);

@@ -75,7 +75,8 @@ struct ferry_link {
 struct ferry_vgpu {
   int index;
   struct ferry_url url;
-  char url_text[300]; /* the server it started on */
+  char url_text[300]; /* the server it started on, or "local:N" */
+  int start_gpu;      /* FERRY_DEVICES=local:N: starts in a ferry-mhelper on local GPU N; else -1 */
   struct ferry_link link; /* where its calls go while not in-process */
 
   /* device facts from hello */
@@ -228,10 +229,12 @@ int ferry_pre_capture(struct ferry_vgpu *v);
 /* ---- ferry-mhelper processes (helper.c) ---- */
 /* starts a ferry-mhelper for v on local GPU gpu, connected to l over a
    shared-memory channel, and opens the GPU there (hello): everything a
-   migration onto it needs before the program is held. 0, or a cudaError_t
-   with the reason in err (l is then closed). */
-int ferry_helper_start(struct ferry_vgpu *v, int gpu, struct ferry_link *l, char *err,
-                       size_t errlen);
+   migration onto it needs before the program is held, and the first link
+   of a vGPU that starts on a local GPU. 0, or a cudaError_t with the
+   reason in err (l is then closed). hello (may be NULL) gets the helper's
+   answer, valid until this thread's next call. */
+int ferry_helper_start(struct ferry_vgpu *v, int gpu, struct ferry_link *l,
+                       struct ferry_hello_rets *hello, char *err, size_t errlen);
 /* push buffered ASYNC frames to the connection now */
 int ferry_flush(struct ferry_link *l);
 /* register a host buffer that a later DEFERRED frame fills */

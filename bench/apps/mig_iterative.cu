@@ -5,7 +5,10 @@
 // to the host: the synchronous call a real solver makes). Run natively,
 // through ferry remotely, and migrated at a chosen launch
 // (FERRY_MIGRATE_AT): the result must be the same bits everywhere.
-// usage: mig_iterative N ITERATIONS [CHECK=50]
+// usage: mig_iterative N ITERATIONS [CHECK=50 [READONLY_MIB=0]]
+// READONLY_MIB: that much more device memory, written once at the start
+// (each 64 MiB block its own byte) and only checked at the end: data a
+// migration that copies ahead finds unchanged (issue 13's 4 GiB variant).
 // Prints "setup_s" (allocation and the first kernel: a migration at launch 1
 // happens there), "loop_s" (the iterations, a later migration included),
 // "per_iteration_ms", "launches", "residual" and "checksum".
@@ -59,13 +62,14 @@ static double now_s() {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: %s N ITERATIONS [CHECK=50]\n", argv[0]);
+    fprintf(stderr, "usage: %s N ITERATIONS [CHECK=50 [READONLY_MIB=0]]\n", argv[0]);
     return 2;
   }
   int n = atoi(argv[1]), iterations = atoi(argv[2]);
   int check = argc > 3 ? atoi(argv[3]) : 50;
-  if (n < 3 || iterations < 1 || check < 1) {
-    fprintf(stderr, "N >= 3, ITERATIONS >= 1, CHECK >= 1\n");
+  long readonly_mib = argc > 4 ? atol(argv[4]) : 0;
+  if (n < 3 || iterations < 1 || check < 1 || readonly_mib < 0) {
+    fprintf(stderr, "N >= 3, ITERATIONS >= 1, CHECK >= 1, READONLY_MIB >= 0\n");
     return 2;
   }
   size_t cells = (size_t)n * n, bytes = cells * sizeof(float);
@@ -75,6 +79,14 @@ int main(int argc, char **argv) {
   CHECK(cudaMalloc(&u, bytes));
   CHECK(cudaMalloc(&v, bytes));
   CHECK(cudaMalloc(&res, sizeof *res));
+  const size_t ro_block = 64u << 20, ro_bytes = (size_t)readonly_mib << 20;
+  unsigned char *ro = NULL;
+  if (ro_bytes) {
+    CHECK(cudaMalloc(&ro, ro_bytes));
+    for (size_t off = 0; off < ro_bytes; off += ro_block)
+      CHECK(cudaMemset(ro + off, (int)(0x5a + off / ro_block) & 0xff,
+                       ro_bytes - off < ro_block ? ro_bytes - off : ro_block));
+  }
   dim3 block(BX, BY), grid((n + BX - 1) / BX, (n + BY - 1) / BY);
   it_init<<<grid, block>>>(u, v, n); // launch 1
   CHECK(cudaGetLastError());
@@ -113,6 +125,16 @@ int main(int argc, char **argv) {
   CHECK(cudaFree(u));
   CHECK(cudaFree(v));
   CHECK(cudaFree(res));
+  size_t ro_bad = 0;
+  if (ro_bytes) {
+    std::vector<unsigned char> back(ro_block);
+    for (size_t off = 0; off < ro_bytes; off += ro_block) {
+      size_t len = ro_bytes - off < ro_block ? ro_bytes - off : ro_block;
+      CHECK(cudaMemcpy(back.data(), ro + off, len, cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < len; i++) ro_bad += back[i] != ((0x5a + off / ro_block) & 0xff);
+    }
+    CHECK(cudaFree(ro));
+  }
   float r;
   memcpy(&r, &residual, sizeof r);
 
@@ -126,5 +148,6 @@ int main(int argc, char **argv) {
   printf("residual %g\n", r);
   printf("mean %.9g\n", sum / cells);
   printf("checksum %016llx\n", h);
-  return 0;
+  if (ro_bytes) printf("readonly_bytes %zu (%zu differ)\n", ro_bytes, ro_bad);
+  return ro_bad ? 1 : 0;
 }

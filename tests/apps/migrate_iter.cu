@@ -8,13 +8,15 @@
 // All arithmetic is on integers, so the result does not depend on where (or
 // when) the program ran: the migration tests compare its checksum with a run
 // without migration, and the program checks itself against a host model.
-// usage: migrate_iter [--texture] [ITERATIONS=40 [PAUSE_US=0 [STOP_FILE]]]
+// usage: migrate_iter [--texture] [--readonly] [ITERATIONS=40 [PAUSE_US=0 [STOP_FILE]]]
 //   PAUSE_US sleeps after each iteration; STOP_FILE ends the run early when
 //   it exists (the output then says how many iterations ran).
 //   --texture reads the array through a texture object (made and destroyed
 //   in each iteration) instead of a copy to linear memory; the results are
 //   the same. A texture object's handle cannot be kept across a migration,
 //   so a migration while one exists must fail and leave the program whole.
+//   --readonly adds 16 MiB written once and only read back at the end (a
+//   migration copying ahead finds it unchanged); the checksum is the same.
 // Prints "migrate_iter: running pid P" after the first iteration, then
 // "iterations: N", "launches: L", "device memory in use at exit: B" (what
 // cudaMemGetInfo says once everything is freed), "checksum: <hex>" and
@@ -166,8 +168,20 @@ static void model(State &st, int iterations) {
 }
 
 int main(int argc, char **argv) {
-  int texture = argc > 1 && !strcmp(argv[1], "--texture");
-  argv += texture, argc -= texture;
+  int texture = 0, readonly = 0;
+  for (; argc > 1 && !strncmp(argv[1], "--", 2); argv++, argc--) {
+    if (!strcmp(argv[1], "--texture")) texture = 1;
+    else if (!strcmp(argv[1], "--readonly")) readonly = 1;
+    else return fprintf(stderr, "migrate_iter: unknown option %s\n", argv[1]), 2;
+  }
+  const size_t NRO = 4u << 20; // --readonly: 16 MiB of words
+  std::vector<unsigned> ro_host(readonly ? NRO : 0);
+  for (size_t i = 0; i < ro_host.size(); i++) ro_host[i] = (unsigned)(i * 2654435761u);
+  unsigned *ro = NULL;
+  if (readonly) {
+    CHECK(cudaMalloc(&ro, NRO * 4));
+    CHECK(cudaMemcpy(ro, ro_host.data(), NRO * 4, cudaMemcpyHostToDevice));
+  }
   int iterations = argc > 1 ? atoi(argv[1]) : 40;
   int pause_us = argc > 2 ? atoi(argv[2]) : 0;
   const char *stop_file = argc > 3 ? argv[3] : NULL;
@@ -298,6 +312,13 @@ int main(int argc, char **argv) {
   CHECK(cudaMemcpyFromSymbol(&got.acc, mi_acc, sizeof got.acc));
   CHECK(cudaMemcpyFromSymbol(&got.round, mi_round, sizeof got.round));
   got.snaps = snaps;
+  int ro_bad = 0;
+  if (readonly) {
+    std::vector<unsigned> back(NRO);
+    CHECK(cudaMemcpy(back.data(), ro, NRO * 4, cudaMemcpyDeviceToHost));
+    ro_bad = back != ro_host;
+    CHECK(cudaFree(ro));
+  }
 
   CHECK(cudaFreeHost(pinned));
   CHECK(cudaEventDestroy(ev_start));
@@ -334,6 +355,7 @@ int main(int argc, char **argv) {
   if (got.acc != want.acc) printf("FAIL: mi_acc %llu, want %llu\n", got.acc, want.acc), bad++;
   if (got.round != want.round) printf("FAIL: mi_round %u, want %u\n", got.round, want.round), bad++;
   if (got.snaps != want.snaps) printf("FAIL: pinned snapshots differ from the host model\n"), bad++;
+  if (ro_bad) printf("FAIL: the read-only buffer changed\n"), bad++;
 
   printf("iterations: %d\n", it);
   printf("launches: %d\n", launches);

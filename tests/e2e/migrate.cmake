@@ -7,7 +7,7 @@ set_target_properties(ctl_client PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BIN
 
 set(FERRY_MIGRATE_CASES at_random threads control bad_control fail_absent fail_full
     texture fail_reserve fail_replay fail_memsync fail_vars bad_at status_during to_server
-    to_server_fail prepare)
+    to_server_fail prepare precopy)
 foreach(case ${FERRY_MIGRATE_CASES})
   add_test(NAME e2e_migrate_${case}
            COMMAND sh ${CMAKE_SOURCE_DIR}/tests/e2e/migrate.sh ${CMAKE_BINARY_DIR} ${case})
@@ -16,10 +16,18 @@ endforeach()
 
 # the same with every migration onto a ferry-mhelper (shared-memory channel,
 # pinned and pageable copies through shared host memory)
-foreach(case at_random threads control prepare)
+foreach(case at_random threads control prepare precopy)
   add_test(NAME e2e_migrate_${case}_helper
            COMMAND sh ${CMAKE_SOURCE_DIR}/tests/e2e/migrate.sh ${CMAKE_BINARY_DIR} ${case}_helper)
   set_tests_properties(e2e_migrate_${case}_helper PROPERTIES TIMEOUT 180)
+endforeach()
+
+# programs that start on a local GPU (FERRY_DEVICES=local:N), in a
+# ferry-mhelper, and move to servers and back
+foreach(case round_trip mixed errors)
+  add_test(NAME e2e_migrate_local_start_${case}
+           COMMAND sh ${CMAKE_SOURCE_DIR}/tests/e2e/local_start.sh ${CMAKE_BINARY_DIR} ${case})
+  set_tests_properties(e2e_migrate_local_start_${case} PROPERTIES TIMEOUT 180)
 endforeach()
 
 # multi-GPU programs: several vGPUs, moved one by one, in-process and helpers

@@ -356,6 +356,59 @@ to_server_fail)
   "$bin/ferry" migrate --pid 1 0 nowhere >"$work/bad.log" 2>&1
   [ $? = 2 ] || fail "ferry migrate to 'nowhere' should be a usage error"
   ;;
+precopy)
+  # copied while the program runs, then only what changed: a copy that the
+  # program changes after it (kernels keep running for a second) and one
+  # that goes wrong on the target must both be copied again; the results
+  # must be those of a run without migration
+  start_server
+  a=$FERRY_DEVICES
+  start_sim_server
+  b="tcp://127.0.0.1:$port/0"
+  # stats: precopied unchanged copied
+  stats() {
+    line=$(grep "migration stats:" "$work/$1.err" | tail -n 1)
+    [ -n "$line" ] || fail "$1: no migration stats"
+    pre=$(echo "$line" | sed -n 's/.* bytes_precopied=\([0-9]*\).*/\1/p')
+    same=$(echo "$line" | sed -n 's/.* bytes_unchanged=\([0-9]*\).*/\1/p')
+    copied=$(echo "$line" | sed -n 's/.* bytes=\([0-9]*\).*/\1/p')
+  }
+  for target in 0 "$b"; do
+    for fault in precopy_stall precopy_corrupt; do
+      label=$fault$( [ "$target" = 0 ] && echo _local || echo _remote )
+      FERRY_STATS=1 FERRY_FAULT=$fault start "$label" migrate_iter 1000000 2000 "$work/stop"
+      sleep 0.2
+      "$bin/ferry" migrate --pid "$pid" 0 "$target" >"$work/$label.mig" 2>&1 ||
+        fail "$label: ferry migrate exited $? ($(cat "$work/$label.mig"))"
+      sleep 0.2
+      finish
+      passed "$label" "$rc"
+      same_result "$label"
+      stats "$label"
+      [ "${pre:-0}" -gt 0 ] || fail "$label: nothing was copied before the hold"
+      # what changed or went wrong was found by its hash and copied again
+      [ "${copied:-0}" -gt 0 ] || fail "$label: the pause copied nothing again"
+      [ "${same:-0}" -lt "$pre" ] || fail "$label: every copied byte counted as unchanged"
+    done
+  done
+  # 16 MiB the program never changes after the start: found unchanged by
+  # hash and not copied again (the program checks them at its end)
+  FERRY_STATS=1 start quiet migrate_iter --readonly 1000000 2000 "$work/stop"
+  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/quiet.mig" 2>&1 || fail "ferry migrate exited $?"
+  finish
+  passed quiet "$rc"
+  same_result quiet
+  stats quiet
+  [ "${same:-0}" -ge 16777216 ] || fail "quiet: only ${same:-0} bytes found unchanged, the 16 MiB read-only buffer not among them"
+  # FERRY_PRECOPY=0: everything in the pause, as before
+  FERRY_STATS=1 FERRY_PRECOPY=0 start off migrate_iter 1000000 2000 "$work/stop"
+  "$bin/ferry" migrate --pid "$pid" 0 "$b" >"$work/off.mig" 2>&1 || fail "ferry migrate exited $?"
+  finish
+  passed off "$rc"
+  same_result off
+  stats off
+  [ "$pre" = 0 ] || fail "FERRY_PRECOPY=0 still copied $pre bytes before the hold"
+  ;;
 prepare)
   # prepare, then migrate: the migration takes the opened target
   start_server

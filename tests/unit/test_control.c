@@ -376,6 +376,11 @@ static void test_status_json(void **state) {
   dbl[1].bytes_copied = 8192;
   dbl[1].ranges_copied = 1;
   dbl[1].requests = 3;
+  dbl[1].records_ahead = 9;
+  dbl[1].ahead_ms = 12.5;
+  dbl[1].bytes_precopied = 65536;
+  dbl[1].bytes_unchanged = 61440;
+  dbl[1].hash_ms = 0.5;
   char expect[4096];
   snprintf(expect, sizeof expect,
            "ok {\"schema\":1,\"pid\":%d,\"vgpus\":["
@@ -387,7 +392,9 @@ static void test_status_json(void **state) {
            "\"switch\":0.0},\"total_ms\":0.0,\"pause_ms\":0.0,\"launch_at_start\":0,"
            "\"records_replayed\":0,"
            "\"modules_replayed\":0,\"replay_module_ms\":0.0,\"replay_other_ms\":0.0,"
-           "\"bytes_copied\":0,\"ranges_copied\":0,\"requests\":0,\"error\":\"\"}},"
+           "\"bytes_copied\":0,\"ranges_copied\":0,\"requests\":0,\"records_ahead\":0,"
+           "\"ahead_ms\":0.0,\"bytes_precopied\":0,\"bytes_unchanged\":0,\"hash_ms\":0.0,"
+           "\"error\":\"\"}},"
            "{\"index\":1,\"backend\":\"local\",\"local_gpu\":0,\"helper_pid\":0,"
            "\"where\":\"local GPU 0 (Sim)\",\"records\":11,"
            "\"regions\":2,\"live_bytes\":4096,\"launches\":40,\"prepared\":\"\",\"migration\":{\"state\":\"done\","
@@ -397,7 +404,8 @@ static void test_status_json(void **state) {
            "\"launch_at_start\":20,"
            "\"records_replayed\":11,\"modules_replayed\":1,\"replay_module_ms\":3.0,"
            "\"replay_other_ms\":0.75,\"bytes_copied\":8192,\"ranges_copied\":1,\"requests\":3,"
-           "\"error\":\"\"}}]}",
+           "\"records_ahead\":9,\"ahead_ms\":12.5,\"bytes_precopied\":65536,"
+           "\"bytes_unchanged\":61440,\"hash_ms\":0.5,\"error\":\"\"}}]}",
            (int)getpid());
   assert_string_equal(handle("status"), expect);
 }

@@ -223,6 +223,94 @@ static void churn_compacts_in_order(void **state) {
   ferry_recorder_destroy(&r);
 }
 
+/* after a mark, every change is journalled in call order: creates,
+   destroys of records made before the mark, settings; the log itself goes
+   on as before */
+static void journal_keeps_changes_after_mark(void **state) {
+  (void)state;
+  struct ferry_recorder r;
+  ferry_recorder_init(&r);
+  map(&r, 0x1000);
+  struct ferry_stream_create_args sc = {7, 0, 0};
+  ferry_record(&r, FERRY_CALL_stream_create, &sc, NULL, NULL, 0);
+  struct seen before = {0};
+  assert_int_equal(ferry_recorder_mark(&r, collect, &before), 0);
+  assert_int_equal(before.n, 2);
+  assert_int_equal(ferry_recorder_journal_broken(&r), 0);
+  struct seen j = {0};
+  assert_int_equal(ferry_recorder_journal_foreach(&r, collect, &j), 0);
+  assert_int_equal(j.n, 0);
+
+  unmap(&r, 0x1000); /* made before the mark: its destroy must travel */
+  map(&r, 0x3000);
+  struct ferry_stream_destroy_args sd = {7};
+  ferry_record(&r, FERRY_CALL_stream_destroy, &sd, NULL, NULL, 0);
+  struct ferry_device_set_limit_args lim = {1, 4096};
+  ferry_record(&r, FERRY_CALL_device_set_limit, &lim, NULL, NULL, 0);
+  struct ferry_device_synchronize_args sync = {0};
+  ferry_record(&r, FERRY_CALL_device_synchronize, &sync, NULL, NULL, 0); /* not recorded */
+
+  memset(&j, 0, sizeof j);
+  assert_int_equal(ferry_recorder_journal_foreach(&r, collect, &j), 0);
+  assert_int_equal(j.n, 4);
+  assert_int_equal(j.calls[0], FERRY_CALL_mem_unmap);
+  assert_int_equal(j.calls[1], FERRY_CALL_mem_map);
+  assert_int_equal(j.ids[1], 0x3000);
+  assert_int_equal(j.calls[2], FERRY_CALL_stream_destroy);
+  assert_int_equal(j.calls[3], FERRY_CALL_device_set_limit);
+  assert_int_equal(j.ids[3], 4096);
+  /* the log is what is live, as without a journal */
+  assert_int_equal(ferry_recorder_live(&r), 2);
+
+  ferry_recorder_journal_stop(&r);
+  assert_int_equal(ferry_recorder_journal_broken(&r), 1); /* none running */
+  map(&r, 0x5000);
+  assert_int_equal(ferry_recorder_journal_foreach(&r, collect, &j), -1);
+  ferry_recorder_destroy(&r);
+}
+
+/* a reset, or more changes than the journal keeps, break it: the caller
+   then replays everything on a fresh target */
+static void journal_breaks_on_reset_and_overflow(void **state) {
+  (void)state;
+  struct ferry_recorder r;
+  ferry_recorder_init(&r);
+  struct seen s = {0};
+  assert_int_equal(ferry_recorder_mark(&r, collect, &s), 0);
+  struct ferry_device_reset_args reset = {0};
+  ferry_record(&r, FERRY_CALL_device_reset, &reset, NULL, NULL, 0);
+  assert_int_equal(ferry_recorder_journal_broken(&r), 1);
+  assert_int_equal(ferry_recorder_journal_foreach(&r, collect, &s), -1);
+
+  assert_int_equal(ferry_recorder_mark(&r, collect, &s), 0); /* a new mark starts clean */
+  assert_int_equal(ferry_recorder_journal_broken(&r), 0);
+  for (unsigned i = 0; i < FERRY_JOURNAL_MAX; i++) {
+    struct ferry_device_set_limit_args lim = {2, i};
+    ferry_record(&r, FERRY_CALL_device_set_limit, &lim, NULL, NULL, 0);
+  }
+  assert_int_equal(ferry_recorder_journal_broken(&r), 0);
+  struct ferry_device_set_limit_args lim = {2, 1};
+  ferry_record(&r, FERRY_CALL_device_set_limit, &lim, NULL, NULL, 0);
+  assert_int_equal(ferry_recorder_journal_broken(&r), 1);
+  assert_int_equal(ferry_recorder_live(&r), 1); /* the log itself lost nothing */
+  ferry_recorder_destroy(&r);
+}
+
+/* a mark whose walk fails starts no journal */
+static int stop_at_first(void *ctx, const struct ferry_record *rec) {
+  (void)ctx, (void)rec;
+  return 5;
+}
+static void failed_mark_starts_no_journal(void **state) {
+  (void)state;
+  struct ferry_recorder r;
+  ferry_recorder_init(&r);
+  map(&r, 0x1000);
+  assert_int_equal(ferry_recorder_mark(&r, stop_at_first, NULL), 5);
+  assert_int_equal(ferry_recorder_journal_broken(&r), 1);
+  ferry_recorder_destroy(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(destroy_cancels_create),
@@ -233,6 +321,9 @@ int main(void) {
       cmocka_unit_test(module_functions_go_with_their_module),
       cmocka_unit_test(texture_keyed_by_returned_object),
       cmocka_unit_test(churn_compacts_in_order),
+      cmocka_unit_test(journal_keeps_changes_after_mark),
+      cmocka_unit_test(journal_breaks_on_reset_and_overflow),
+      cmocka_unit_test(failed_mark_starts_no_journal),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

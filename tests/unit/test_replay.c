@@ -123,11 +123,74 @@ static void unloaded_module_replays_nothing(void **state) {
   ferry_recorder_destroy(&r);
 }
 
+static int stream_exists(uint32_t stream) {
+  struct ferry_stream_query_args q = {stream};
+  return ferry_exec_call(ex, FERRY_CALL_stream_query, &q, NULL, NULL) == 0;
+}
+
+static int writable(uint64_t addr) {
+  char byte = 1;
+  struct ferry_memcpy_htod_args w = {addr, 0};
+  struct ferry_bulk in = {.in = &byte, .in_len = 1};
+  return ferry_exec_call_mem(ex, FERRY_CALL_memcpy_htod, &w, NULL, &in) == 0;
+}
+
+/* replayed ahead, then only the journal at the pause: the target ends as
+   a whole replay would leave it, with creates and destroys from both
+   sides of the mark */
+static void journal_completes_replay_ahead(void **state) {
+  (void)state;
+  struct ferry_recorder r;
+  ferry_recorder_init(&r);
+  const uint64_t a = ARENA, b = ARENA + (2u << 20), c = ARENA + (4u << 20);
+  struct ferry_mem_map_args ma = {a, 2u << 20}, mb = {b, 2u << 20}, mc = {c, 2u << 20};
+  assert_int_equal(ferry_record(&r, FERRY_CALL_mem_map, &ma, NULL, NULL, 0), 0);
+  assert_int_equal(ferry_record(&r, FERRY_CALL_mem_map, &mb, NULL, NULL, 0), 0);
+  struct ferry_stream_create_args s7 = {7, 1, 0}, s8 = {8, 1, 0};
+  assert_int_equal(ferry_record(&r, FERRY_CALL_stream_create, &s7, NULL, NULL, 0), 0);
+  record_load(&r, 4);
+  record_function(&r, 4, "_Z3incPii", 0);
+
+  struct ferry_target t = ferry_exec_target(ex);
+  struct ferry_replay_stats st;
+  char err[256] = "";
+  assert_int_equal(ferry_replay_ahead(&r, &t, NULL, &st, err, sizeof err), 0);
+  assert_int_equal(st.records, 5);
+  assert_true(writable(a) && writable(b) && !writable(c));
+  assert_true(stream_exists(7));
+
+  /* the program goes on: b freed, c mapped, stream 7 gone, stream 8 new,
+     a second kernel resolved */
+  struct ferry_mem_unmap_args ub = {b, 2u << 20};
+  assert_int_equal(ferry_record(&r, FERRY_CALL_mem_unmap, &ub, NULL, NULL, 0), 0);
+  assert_int_equal(ferry_record(&r, FERRY_CALL_mem_map, &mc, NULL, NULL, 0), 0);
+  struct ferry_stream_destroy_args d7 = {7};
+  assert_int_equal(ferry_record(&r, FERRY_CALL_stream_destroy, &d7, NULL, NULL, 0), 0);
+  assert_int_equal(ferry_record(&r, FERRY_CALL_stream_create, &s8, NULL, NULL, 0), 0);
+  record_function(&r, 4, "_Z8copy_varPiPKi", 1);
+
+  memset(&st, 0, sizeof st);
+  assert_int_equal(ferry_replay_journal(&r, &t, NULL, &st, err, sizeof err), 0);
+  assert_string_equal(err, "");
+  assert_int_equal(st.records, 5);
+  assert_true(writable(a) && !writable(b) && writable(c));
+  assert_false(stream_exists(7));
+  assert_true(stream_exists(8));
+  assert_int_equal(index_on_target(4, "_Z8copy_varPiPKi"), 1);
+
+  /* with the journal stopped the replay cannot be finished */
+  ferry_recorder_journal_stop(&r);
+  assert_int_equal(ferry_replay_journal(&r, &t, NULL, &st, err, sizeof err), -1);
+  assert_non_null(strstr(err, "changed too much"));
+  ferry_recorder_destroy(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(indexes_come_out_the_same, open_exec, close_exec),
       cmocka_unit_test_setup_teardown(another_index_fails_the_replay, open_exec, close_exec),
       cmocka_unit_test_setup_teardown(unloaded_module_replays_nothing, open_exec, close_exec),
+      cmocka_unit_test_setup_teardown(journal_completes_replay_ahead, open_exec, close_exec),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
