@@ -27,12 +27,13 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
 
 int ferry_arena_init(struct ferry_arena *a, uint64_t base, uint64_t size, uint64_t granularity) {
   memset(a, 0, sizeof *a);
-  if (!granularity || base % granularity || size % granularity || !size) return ERR_INVALID;
+  if (!granularity || base % granularity || size % granularity || size / granularity < 2)
+    return ERR_INVALID;
   a->base = base;
   a->size = size;
   a->granularity = granularity;
   if (grow((void **)&a->free_list, &a->free_cap, 1, sizeof *a->free_list)) return ERR_ALLOC;
-  a->free_list[0] = (struct ferry_extent){base, base + size};
+  a->free_list[0] = (struct ferry_extent){base + granularity, base + size}; /* past the floor */
   a->nfree = 1;
   return 0;
 }
@@ -198,6 +199,8 @@ int ferry_arena_alloc(struct ferry_arena *a, uint64_t size, const struct ferry_a
     if (grow((void **)&a->regions, &a->regions_cap, a->nregions + 1, sizeof *a->regions))
       return ERR_ALLOC;
     uint64_t lo = round_down(start, a->granularity), hi = round_up(start + span, a->granularity);
+    /* the floor is mapped with the granule above it (arena.h) */
+    if (lo == a->base + a->granularity) lo = a->base;
     int rc = map_gaps(a, lo, hi, be);
     if (rc) {
       drop_unused_maps(a, lo, hi, be);

@@ -7,6 +7,16 @@
  * allocations share mappings; a mapping is unmapped when the last
  * allocation touching it is freed. Mapping work is done through callbacks,
  * so the allocator itself is plain bookkeeping and easy to test.
+ *
+ * The arena's first granule, the floor, is never handed out. It belongs to
+ * the mapping of the granule above it, so it is mapped whenever that
+ * granule is (always while the first allocation of an empty arena lives),
+ * in the same backend call, and unmapped with it. Natively the first
+ * cudaMalloc lies above memory of the driver's own, so a kernel that reads a
+ * little before its first allocation (Rodinia's srad_v2 reads a row before
+ * its image) reads mapped memory; without the floor it would read below the
+ * arena's reservation and fault. No region covers the floor, so mem-sync
+ * never copies it and copies into it are refused.
  * Not thread-safe: callers hold their own lock.
  */
 #ifndef FERRY_ARENA_H
@@ -38,7 +48,7 @@ struct ferry_arena {
   size_t nregions, regions_cap;
   struct ferry_mapping *maps; /* sorted by addr */
   size_t nmaps, maps_cap;
-  uint64_t live_bytes, mapped_bytes;
+  uint64_t live_bytes, mapped_bytes; /* mapped_bytes: the floor too, while mapped */
 };
 
 /* map/unmap one run on the GPU; return 0 or a cudaError_t */
@@ -48,6 +58,7 @@ struct ferry_arena_backend {
   void *ctx;
 };
 
+/* size: two granules at least (the floor and room for allocations) */
 int ferry_arena_init(struct ferry_arena *a, uint64_t base, uint64_t size, uint64_t granularity);
 void ferry_arena_destroy(struct ferry_arena *a);
 /* forget everything without unmapping (the GPU side was reset) */

@@ -224,14 +224,15 @@ metrics)
   ;;
 session_mem_quota)
   # --max-session-mem: an allocation beyond it is cudaErrorMemoryAllocation
-  # in the program (allocations come in 2 MiB mappings), logged once
+  # in the program (allocations come in 2 MiB mappings; the first also maps
+  # the arena's floor, 2 MiB more), logged once
   start_sim_server --max-session-mem 1M
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
   rc=$(run vecadd vecadd 1000 1)
   [ "$rc" = 1 ] || fail "vecadd exited $rc beyond --max-session-mem 1M, expected 1 (a CUDA error)"
   # cudaErrorMemoryAllocation, in cudaGetErrorString's words
   expect_in vecadd.err "cudaMalloc(&da, bytes): out of memory"
-  expect_in server.log "device memory quota reached: 2 MiB more would exceed 1 MiB (--max-session-mem)"
+  expect_in server.log "device memory quota reached: 4 MiB more would exceed 1 MiB (--max-session-mem)"
   start_sim_server --max-session-mem 64M
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
   rc=$(run vecadd vecadd 100000 2)

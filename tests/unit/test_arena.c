@@ -1,4 +1,4 @@
-/* The client-side device allocator: placement, sharing of mappings, rollback. */
+/* The client-side device allocator: placement, sharing of mappings, rollback, the floor. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -43,6 +43,15 @@ static int fake_unmap(void *ctx, uint64_t addr, uint64_t size) {
   return 1;
 }
 
+/* every byte of [addr, addr + len) lies in a live mapping of the fake GPU */
+static int is_mapped(const struct fake_gpu *g, uint64_t addr, uint64_t len) {
+  uint64_t cur = addr, end = addr + len;
+  for (int pass = 0; pass < g->n && cur < end; pass++)
+    for (int i = 0; i < g->n; i++)
+      if (g->addr[i] <= cur && cur < g->addr[i] + g->size[i]) cur = g->addr[i] + g->size[i];
+  return cur >= end;
+}
+
 static void small_allocations_share_a_mapping(void **state) {
   (void)state;
   struct fake_gpu gpu = {0};
@@ -53,10 +62,11 @@ static void small_allocations_share_a_mapping(void **state) {
   for (int i = 0; i < 100; i++) {
     assert_int_equal(ferry_arena_alloc(&a, 1000, &be, &p[i]), 0);
     assert_true(p[i] % FERRY_ARENA_ALIGN == 0);
-    assert_true(p[i] >= BASE && p[i] < BASE + (1ull << 40));
+    assert_true(p[i] >= BASE + G && p[i] < BASE + (1ull << 40)); /* above the floor */
     if (i) assert_true(p[i] >= p[i - 1] + 1000);
   }
   assert_int_equal(gpu.maps, 1);
+  assert_true(gpu.addr[0] == BASE && gpu.size[0] == 2 * G); /* the floor and the shared granule */
   assert_ptr_not_equal(ferry_arena_find(&a, p[5] + 999), NULL);
   assert_true(ferry_arena_find(&a, p[5] + 999)->addr == p[5]);
   assert_null(ferry_arena_find(&a, p[99] + 1024)); /* past the last allocation */
@@ -81,10 +91,10 @@ static void large_allocations_are_dedicated_and_returned(void **state) {
   assert_true(big % G == 0);
   assert_int_equal(ferry_arena_alloc(&a, 3 * G, &be, &big2), 0);
   assert_int_equal(gpu.maps, 3);
-  assert_true(a.mapped_bytes == G + 6 * G + 3 * G);
+  assert_true(a.mapped_bytes == 2 * G /* floor and small */ + 6 * G + 3 * G);
   assert_int_equal(ferry_arena_free(&a, big, &be), 0);
   assert_int_equal(gpu.unmaps, 1);
-  assert_true(a.mapped_bytes == 4 * G);
+  assert_true(a.mapped_bytes == 5 * G);
   /* the freed range is reused */
   uint64_t again;
   assert_int_equal(ferry_arena_alloc(&a, 6 * G, &be, &again), 0);
@@ -104,7 +114,7 @@ static void failed_mapping_leaves_no_trace(void **state) {
   assert_int_equal(ferry_arena_alloc(&a, 10 * G, &be, &q), 2);
   assert_int_equal(a.nregions, 1);
   assert_int_equal(a.nfree, nfree);
-  assert_true(a.mapped_bytes == G);
+  assert_true(a.mapped_bytes == 2 * G);
   assert_int_equal(gpu.n, 1);
   gpu.fail_at = 0;
   assert_int_equal(ferry_arena_alloc(&a, 10 * G, &be, &q), 0);
@@ -121,13 +131,16 @@ static void bad_frees_and_exhaustion(void **state) {
   assert_int_equal(ferry_arena_alloc(&a, 1000, &be, &p), 0);
   assert_int_equal(ferry_arena_free(&a, p + 8, &be), 1); /* not an allocation start */
   assert_int_equal(ferry_arena_free(&a, 0x1234, &be), 1);
-  assert_int_equal(ferry_arena_alloc(&a, 8 * G, &be, &q), 2); /* does not fit any more */
+  assert_int_equal(ferry_arena_alloc(&a, 7 * G, &be, &q), 2); /* does not fit any more */
   assert_int_equal(ferry_arena_alloc(&a, 0, &be, &q), 2);
   assert_int_equal(ferry_arena_free(&a, p, &be), 0);
   assert_int_equal(ferry_arena_free(&a, p, &be), 1); /* double free */
-  assert_int_equal(ferry_arena_alloc(&a, 8 * G, &be, &q), 0); /* everything coalesced */
+  assert_int_equal(ferry_arena_alloc(&a, 8 * G, &be, &q), 2); /* the floor is not for allocations */
+  assert_int_equal(ferry_arena_alloc(&a, 7 * G, &be, &q), 0); /* everything else coalesced */
+  assert_true(q == BASE + G && gpu.addr[0] == BASE && gpu.size[0] == 8 * G);
   ferry_arena_destroy(&a);
   assert_int_equal(ferry_arena_init(&a, BASE + 5, 8 * G, G), 1); /* unaligned base */
+  assert_int_equal(ferry_arena_init(&a, BASE, G, G), 1);         /* the floor alone */
 }
 
 static void straddling_allocation_maps_only_the_gap(void **state) {
@@ -139,13 +152,78 @@ static void straddling_allocation_maps_only_the_gap(void **state) {
   uint64_t p, q;
   assert_int_equal(ferry_arena_alloc(&a, G - 4096, &be, &p), 0); /* small: < G */
   assert_int_equal(ferry_arena_alloc(&a, 512 * 1024, &be, &q), 0); /* crosses into granule 2 */
-  assert_true(q < BASE + G && q + 512 * 1024 > BASE + G);
+  assert_true(q < BASE + 2 * G && q + 512 * 1024 > BASE + 2 * G);
   assert_int_equal(gpu.maps, 2);
-  assert_true(gpu.addr[1] == BASE + G && gpu.size[1] == G);
+  assert_true(gpu.addr[1] == BASE + 2 * G && gpu.size[1] == G);
   assert_int_equal(ferry_arena_free(&a, p, &be), 0);
   assert_int_equal(gpu.unmaps, 0); /* q still spans granule 1 */
   assert_int_equal(ferry_arena_free(&a, q, &be), 0);
   assert_int_equal(gpu.unmaps, 2);
+  ferry_arena_destroy(&a);
+}
+
+/* Rodinia srad_v2 (2048 x 2048 floats, six cudaMalloc of 16 MiB): its
+   kernels read 8 KiB before the first allocation and 8 KiB past the ends
+   of the first two; all of that must be mapped, as it is natively */
+static void reads_around_srad_allocations_stay_mapped(void **state) {
+  (void)state;
+  struct fake_gpu gpu = {0};
+  struct ferry_arena_backend be = {fake_map, fake_unmap, &gpu};
+  struct ferry_arena a;
+  ferry_arena_init(&a, BASE, 1ull << 40, G);
+  const uint64_t size = 2048ull * 2048 * sizeof(float), row = 2048 * sizeof(float);
+  uint64_t p[6];
+  for (int i = 0; i < 6; i++) assert_int_equal(ferry_arena_alloc(&a, size, &be, &p[i]), 0);
+  assert_int_equal(gpu.maps, 6); /* the floor costs no call of its own */
+  assert_true(p[0] == BASE + G);
+  assert_true(is_mapped(&gpu, p[0] - row, row)); /* srad_kernel.cu:45, J_cuda[index_n], by == 0 */
+  assert_true(is_mapped(&gpu, p[0] - 4, 4));     /* :55, J_cuda[index_w], block (0, 0) */
+  for (int i = 0; i < 5; i++) assert_true(is_mapped(&gpu, p[i] + size, row)); /* :46, :200 */
+  assert_null(ferry_arena_find(&a, p[0] - 4)); /* not an allocation: no copies, no mem-sync */
+  assert_true(a.live_bytes == 6 * size && a.mapped_bytes == G + 6 * size);
+  for (int i = 0; i < 6; i++) assert_int_equal(ferry_arena_free(&a, p[i], &be), 0);
+  assert_true(gpu.n == 0 && a.mapped_bytes == 0); /* the floor went with J_cuda */
+  ferry_arena_destroy(&a);
+}
+
+/* the floor lives and dies with the mapping of the granule above it */
+static void the_floor_goes_with_the_granule_above(void **state) {
+  (void)state;
+  struct fake_gpu gpu = {0};
+  struct ferry_arena_backend be = {fake_map, fake_unmap, &gpu};
+  struct ferry_arena a;
+  ferry_arena_init(&a, BASE, 1ull << 40, G);
+  uint64_t s1, s2, big, s3;
+  assert_int_equal(ferry_arena_alloc(&a, 4096, &be, &s1), 0);
+  assert_int_equal(ferry_arena_alloc(&a, 4096, &be, &s2), 0);
+  assert_int_equal(ferry_arena_alloc(&a, 3 * G, &be, &big), 0);
+  assert_true(s1 == BASE + G && big == BASE + 2 * G && is_mapped(&gpu, BASE, 5 * G));
+  assert_int_equal(ferry_arena_free(&a, s1, &be), 0);
+  assert_true(is_mapped(&gpu, BASE, G)); /* s2 still holds the granule, and so the floor */
+  assert_int_equal(ferry_arena_free(&a, s2, &be), 0);
+  assert_false(is_mapped(&gpu, BASE, 1)); /* unmapped in the same call as the granule */
+  assert_true(a.mapped_bytes == 3 * G && gpu.unmaps == 1);
+  assert_int_equal(ferry_arena_alloc(&a, 100, &be, &s3), 0); /* first fit: right above the floor */
+  assert_true(s3 == BASE + G && is_mapped(&gpu, BASE, 2 * G) && gpu.maps == 3);
+  ferry_arena_destroy(&a);
+}
+
+static void failed_first_allocation_maps_nothing(void **state) {
+  (void)state;
+  struct fake_gpu gpu = {.fail_at = 1};
+  struct ferry_arena_backend be = {fake_map, fake_unmap, &gpu};
+  struct ferry_arena a;
+  ferry_arena_init(&a, BASE, 1ull << 40, G);
+  uint64_t p;
+  assert_int_equal(ferry_arena_alloc(&a, 100, &be, &p), 2);
+  assert_true(gpu.n == 0 && a.nmaps == 0 && a.mapped_bytes == 0 && a.nregions == 0);
+  gpu.fail_at = 0;
+  assert_int_equal(ferry_arena_alloc(&a, 100, &be, &p), 0);
+  assert_true(p == BASE + G && is_mapped(&gpu, BASE, 2 * G));
+  ferry_arena_reset(&a); /* the device was reset: its mappings are gone */
+  memset(&gpu, 0, sizeof gpu);
+  assert_int_equal(ferry_arena_alloc(&a, 100, &be, &p), 0);
+  assert_true(p == BASE + G && gpu.maps == 1 && is_mapped(&gpu, BASE, 2 * G));
   ferry_arena_destroy(&a);
 }
 
@@ -156,6 +234,9 @@ int main(void) {
       cmocka_unit_test(failed_mapping_leaves_no_trace),
       cmocka_unit_test(bad_frees_and_exhaustion),
       cmocka_unit_test(straddling_allocation_maps_only_the_gap),
+      cmocka_unit_test(reads_around_srad_allocations_stay_mapped),
+      cmocka_unit_test(the_floor_goes_with_the_granule_above),
+      cmocka_unit_test(failed_first_allocation_maps_nothing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
