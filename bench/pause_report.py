@@ -50,10 +50,12 @@ def main(out):
         err = open(base + ".err").read() if os.path.exists(base + ".err") else ""
         st = stats_of(err)
         ro_ok = re.search(r"readonly_bytes \d+ \(0 differ\)", text) is not None
+        state = value(text, "state_bytes")
         runs.append({
             "dir": m.group(1), "ro": int(m.group(2)), "prep": int(m.group(3)),
             "pre": int(m.group(4)), "round": int(m.group(5)), "st": st,
             "checksum": value(text, "checksum"),
+            "state": int(state) if state else 0,
             "ok": (want is None or value(text, "checksum") == want) and
                   (int(m.group(2)) == 0 or ro_ok) and "rc 0" in text,
         })
@@ -80,11 +82,14 @@ def main(out):
             continue
         b = bulk.get(r["dir"])
         slack = st["pause_ms"] - st["drain_ms"] - (st["bytes"] / b / 1e6 if b else 0)
-        if r["prep"]:
+        if r["prep"] and not over:
             prepared[(r["dir"], r["ro"] > 0, r["round"])] = st["pause_ms"]
-        print("| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %.0f MiB | %.1f | %.0f MiB | %.0f MiB | "
+        # the Jacobi grids change every iteration: a pause that copied less
+        # than them came after the loop had ended (the copy ahead took longer)
+        over = " (loop ended before the hold)" if st["bytes"] < r["state"] / 2 else ""
+        print("| %s | %s | %s%s | %.1f | %.1f | %.1f | %.1f | %.0f MiB | %.1f | %.0f MiB | %.0f MiB | "
               "%.0f | %.0f | %s |" % (
-                  DIRECTIONS[r["dir"]], prog, how, st["pause_ms"], st["drain_ms"],
+                  DIRECTIONS[r["dir"]], prog, how, over, st["pause_ms"], st["drain_ms"],
                   st["replay_ms"], st.get("hash_ms", 0), st["bytes"] / 2**20, slack,
                   st.get("bytes_precopied", 0) / 2**20, st.get("bytes_unchanged", 0) / 2**20,
                   st.get("ahead_ms", 0), st["total_ms"],

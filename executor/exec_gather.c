@@ -72,7 +72,7 @@ int ferry_x_memcpy_dtoh_gather(struct ferry_exec *ex, const struct ferry_memcpy_
   g.starts = starts;
   struct exec_xfer x = {0, 0, 0, NULL, 0, gather_span, &g};
   if (!err)
-    err = exec_stream(ex, 0, &x.s);
+    err = exec_stream(ex, a->stream, &x.s);
   if (!err)
     err = exec_push(ex, &x, total, io->out);
   free(pairs);

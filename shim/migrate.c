@@ -313,6 +313,11 @@ static int memsync(struct mig *m, uint64_t *bytes) {
     if (k < 0) return mig_fail(m, "out of memory comparing the copies");
     pairs = changed;
     n = k;
+    /* tests: a fault in mem-sync, even when the pause has nothing to copy */
+    if (!n && mig_fault("memsync")) {
+      free(pairs);
+      return mig_fail(m, "mem-sync failed (injected fault)");
+    }
   }
   uint64_t total = 0;
   for (long i = 0; i < n; i++) total += pairs[2 * i + 1];
@@ -504,9 +509,10 @@ static void prepared_text(int index, char *out, size_t n) {
 static void from_prepared(const struct prepared *p, struct mig *m) {
   char *err = m->err;
   size_t errlen = m->errlen;
+  double t_phase = m->t_phase; /* the migration's clock, not the prepare's */
   *m = p->m;
   m->url = p->remote ? &p->url : NULL;
-  m->err = err, m->errlen = errlen;
+  m->err = err, m->errlen = errlen, m->t_phase = t_phase;
 }
 
 static void mig_free(struct mig *m) {

@@ -104,7 +104,8 @@ static int pre_receive(void *ctx, void *dst, uint64_t len) {
     }
   int rc = 0;
   if (kept) {
-    struct ferry_memcpy_dtoh_gather_args a = {.ranges = {s->keep, kept * 16}};
+    struct ferry_memcpy_dtoh_gather_args a = {.ranges = {s->keep, kept * 16},
+                                              .stream = FERRY_WIRE_MEMSYNC_STREAM};
     struct ferry_bulk bulk = {.out = dst, .out_len = kept_bytes};
     rc = ferry_link_call(&v->link, FERRY_CALL_memcpy_dtoh_gather, &a, NULL, &bulk);
   }
@@ -159,10 +160,20 @@ int mig_ahead(struct mig *m) {
   struct precopy_src src = {.v = v};
   struct ferry_memsync_source source = {pre_request, pre_receive, &src};
   struct ferry_memsync_stats ms;
-  if (m->buf_bytes && !ferry_memsync_run(&m->t, pairs, (size_t)n, &source, &o, &ms, why, sizeof why))
+  /* the source reads on a stream of its own that waits for none of the
+     program's work (what a kernel writes meanwhile, the hashes catch) */
+  struct ferry_stream_create_args sc = {FERRY_WIRE_MEMSYNC_STREAM, 1 /* non-blocking */, 0};
+  int stream = !ferry_link_call(&v->link, FERRY_CALL_stream_create, &sc, NULL, NULL);
+  if (stream && m->buf_bytes &&
+      !ferry_memsync_run(&m->t, pairs, (size_t)n, &source, &o, &ms, why, sizeof why))
     m->precopied = ms.bytes;
   else if (n)
-    ferry_debug("device %d: copying ahead stopped (%s); the pause copies everything", v->index, why);
+    ferry_debug("device %d: copying ahead stopped (%s); the pause copies everything", v->index,
+                stream ? why : "no stream on the source");
+  if (stream) {
+    struct ferry_stream_destroy_args sd = {FERRY_WIRE_MEMSYNC_STREAM};
+    ferry_link_call(&v->link, FERRY_CALL_stream_destroy, &sd, NULL, NULL);
+  }
   if (m->precopied && mig_fault("precopy_corrupt")) {
     /* tests: the target's copy of every range goes wrong after the copy;
        the hashes must catch it (the program's results show it if not) */
