@@ -23,6 +23,9 @@
 #   ONLY="a b"        only these samples; BUILDS="shared static"
 #   MIGRATE_TO=server2 the migrated runs move to a second ferry-server on
 #                     this machine (remote to remote) instead of local GPU 0
+#   START_LOCAL=1     the ferry and migrated runs start on local GPU 0
+#                     (FERRY_DEVICES=local:0, in a ferry-mhelper) and the
+#                     migrated ones move to the server (local to remote)
 #   MIGRATE_PCTS="50" where the migrated runs move (per cent of the ferry
 #                     run's launches); 50 is mode "migrated", others
 #                     "migrated<pct>" (report.py notes them)
@@ -133,9 +136,15 @@ else
   fi
 fi
 
-# where the migrated runs go: local GPU 0, or a second server (MIGRATE_TO=server2)
+# where the migrated runs go: local GPU 0, or a second server (MIGRATE_TO=server2),
+# or from local GPU 0 to the server (START_LOCAL=1)
 target=0
 server2=
+devices="tcp://127.0.0.1:$port/0"
+if [ "${START_LOCAL:-0}" = 1 ]; then
+  devices=local:0 target="tcp://127.0.0.1:$port/0"
+  say "ferry runs start on local GPU 0; migrated runs move to $target"
+fi
 if [ "${MIGRATE_TO:-local}" = server2 ] && [ "$DRY_RUN" != 1 ]; then
   start_listener "$out/server2.log"
   server2=$listener
@@ -156,13 +165,18 @@ cudaTensorCoreGemm immaTensorCoreGemm alignedTypes"
   printf '%s\n' "$names" | grep -vxF -f <(printf '%s\n' $SLOW)
 } | while read -r n; do
   if [ -n "${ONLY:-}" ]; then case " $ONLY " in *" $n "*) ;; *) continue ;; esac; fi
-  for b in $BUILDS; do [ -e "$work/$n/$n.$b" ] && echo "$n $b"; done
+  # one job per sample, its builds one after the other: runs of one sample
+  # share its directory, and some write fixed output files there
+  # (simpleTextureDrv's teapot512_out.pgm, then compared with a reference)
+  line=$n
+  for b in $BUILDS; do [ -e "$work/$n/$n.$b" ] && line="$line $b"; done
+  [ "$line" = "$n" ] || echo "$line"
 done >"$work/jobs.txt"
-total=$(wc -l <"$work/jobs.txt")
+total=$(awk '{t += NF - 1} END {print t + 0}' "$work/jobs.txt")
 say "$total runs of (native, ferry, migrated), $PAR at a time, all ending by ${DEADLINE_S}s"
 
 : >"$out/runs.txt"
-export work out ferry native_lib port t_start DEADLINE_S RUN_TIMEOUT DRY_RUN total target
+export work out ferry native_lib port t_start DEADLINE_S RUN_TIMEOUT DRY_RUN total target devices
 
 # run_one NAME BUILD MODE [VAR=VALUE...]: one run, in the sample's directory.
 run_one() {
@@ -188,7 +202,7 @@ run_one() {
   else
     # ferry puts its own lib directory first; the math libraries come after
     cmd=(env LD_LIBRARY_PATH="$native_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-         FERRY_DEVICES="tcp://127.0.0.1:$port/0" FERRY_STATS=1
+         FERRY_DEVICES="$devices" FERRY_STATS=1
          FERRY_CONTROL_DIR="$work/sockets" ${vars[@]+"${vars[@]}"}
          timeout -k 5 "$limit" "$ferry" run -- "./$name.$b")
   fi
@@ -257,7 +271,7 @@ export -f run_one job
 
 # A last guard: xargs itself is stopped a little after the deadline.
 timeout -k 10 $(( DEADLINE_S + 30 )) \
-  xargs -a "$work/jobs.txt" -r -P "$PAR" -L 1 bash -c 'job "$1" "$2"' _
+  xargs -a "$work/jobs.txt" -r -P "$PAR" -L 1 bash -c 'for b in "${@:2}"; do job "$1" "$b"; done' _
 say "runs done: $(wc -l <"$out/runs.txt") lines in $out/runs.txt"
 
 if command -v python3 >/dev/null; then
