@@ -401,6 +401,8 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
   struct ferry_vgpu *v = m->v;
   char why[256] = "";
   enter_phase(m, FERRY_PHASE_DRAIN);
+  /* tests: the program held for a second, e.g. while its target dies */
+  if (mig_fault("pause_stall")) nanosleep(&(struct timespec){1, 0}, NULL);
   if (drain(m)) return -1;
   double drained = now_ms();
 

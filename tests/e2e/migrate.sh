@@ -400,6 +400,25 @@ precopy)
   same_result quiet
   stats quiet
   [ "${same:-0}" -ge 16777216 ] || fail "quiet: only ${same:-0} bytes found unchanged, the 16 MiB read-only buffer not among them"
+  # the target server dies while the program is held (after the copy
+  # ahead): the migration fails, the program goes on on the first server
+  start_sim_server
+  c="tcp://127.0.0.1:$port/0" cpid=$server_pid
+  FERRY_FAULT=pause_stall start killed migrate_iter 1000000 2000 "$work/stop"
+  "$bin/ferry" migrate --pid "$pid" 0 "$c" >"$work/killed.mig" 2>&1 &
+  mig=$!
+  wait_for "the hold" sh -c "\"$bin/ferry\" status --pid $pid --json | grep -q '\"phase\": *\"drain\"'"
+  kill "$cpid"
+  wait "$cpid" 2>/dev/null
+  wait "$mig" && fail "the migration to a server killed in the pause succeeded"
+  status_json
+  json_has backend '"remote"'
+  json_has state '"failed"'
+  finish
+  passed killed "$rc"
+  same_result killed
+  expect_in killed.err "ferry: migration of device 0 to $c failed: "
+  expect_not_in killed.err "now runs on"
   # FERRY_PRECOPY=0: everything in the pause, as before
   FERRY_STATS=1 FERRY_PRECOPY=0 start off migrate_iter 1000000 2000 "$work/stop"
   "$bin/ferry" migrate --pid "$pid" 0 "$b" >"$work/off.mig" 2>&1 || fail "ferry migrate exited $?"
