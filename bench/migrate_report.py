@@ -118,6 +118,23 @@ class Run:
         return self.stats is not None and self.backend == "local"
 
 
+# Since issue 13 a migration replays the log and copies the live regions
+# before the hold (FERRY_PRECOPY, on by default); the pause replays the
+# journal and copies again what changed. These give the whole migration's
+# replay and copy, ahead and in the pause together.
+def replay_whole(st):
+    return (st.get("ahead_module_ms", 0) + st["replay_module_ms"],
+            st.get("ahead_other_ms", 0) + st["replay_other_ms"],
+            st.get("records_ahead", 0) + st["records"])
+
+
+def copy_whole(st):
+    """(ms, bytes) of copying every live region: ahead if it was, else in the pause"""
+    if st.get("bytes_precopied", 0) > 0:
+        return st["precopy_ms"], st["bytes_precopied"]
+    return st["memsync_ms"], st["bytes"]
+
+
 def runs(d, sub, pattern="*.log"):
     return [Run(p) for p in sorted(glob.glob(os.path.join(d, sub, pattern)))]
 
@@ -211,27 +228,38 @@ def replay_section(d, out, model):
                "the module, the allocation and K streams and K events. From `FERRY_STATS`: "
                "*setup* opens the local GPU (context, arena reservation at the same address), "
                "*module* is the module loads of the replay, *other* the rest of the replay.\n")
-    out.append("| K | records | setup ms | replay: module ms | replay: other ms | replay ms | "
-               "other µs/record |")
-    out.append("|---:|---:|---:|---:|---:|---:|---:|")
+    out.append("Replay runs before the hold now (copying ahead); the pause replays only what "
+               "the program changed since (here nothing: `FERRY_MIGRATE_AT` moves inside the "
+               "program's launch). *module*, *other*: the whole replay; *pause*: the replay in "
+               "the pause and the whole pause.\n")
+    out.append("| K | records | setup ms | replay: module ms | replay: other ms | "
+               "other µs/record | replay in the pause ms | pause ms |")
+    out.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
     by_k = {}
     for r in good:
         by_k.setdefault(r.regions["streams"] if r.regions else -1, []).append(r)
     for k in sorted(by_k):
         g = by_k[k]
-        rec = median([r.stats["records"] for r in g])
-        other = median([r.stats["replay_other_ms"] for r in g])
-        nonmod = rec - median([r.stats["modules"] for r in g])
+        rec = median([replay_whole(r.stats)[2] for r in g])
+        other = median([replay_whole(r.stats)[1] for r in g])
+        nonmod = rec - median([r.stats["modules"] for r in g]) - 1  # the module load
         out.append(f"| {k} | {rec:.0f} | {median([r.stats['setup_ms'] for r in g]):.1f} | "
-                   f"{median([r.stats['replay_module_ms'] for r in g]):.2f} | {other:.2f} | "
-                   f"{median([r.stats['replay_ms'] for r in g]):.2f} | "
-                   f"{fmt(other * 1e3 / nonmod if nonmod else None)} |")
+                   f"{median([replay_whole(r.stats)[0] for r in g]):.2f} | {other:.2f} | "
+                   f"{fmt(other * 1e3 / nonmod if nonmod > 0 else None)} | "
+                   f"{median([r.stats['replay_ms'] for r in g]):.3f} | "
+                   f"{median([r.stats['pause_ms'] for r in g]):.2f} |")
     out.append("")
-    xs = [r.stats["records"] - r.stats["modules"] for r in good]
-    ys = [r.stats["replay_other_ms"] for r in good]
+    xs = [replay_whole(r.stats)[2] for r in good]
+    ys = [replay_whole(r.stats)[1] for r in good]
     f = fit_line(xs, ys, relative=False)
-    setup = median([r.stats["setup_ms"] for r in good])
-    module = median([r.stats["replay_module_ms"] for r in good])
+    fp = fit_line(xs, [r.stats["pause_ms"] for r in good], relative=False)
+    if fp:
+        out.append(f"The pause against the log's records: {fp[0]:.3f} ms + {fp[1] * 1e3:.4f} "
+                   f"µs/record: the log is no longer replayed in the pause.\n")
+        model["pause_replay_const_ms"] = fp[0]
+        model["pause_replay_per_record_us"] = fp[1] * 1e3
+    setup = median([r.stats["setup_ms"] - r.stats.get("ahead_ms", 0) for r in good])
+    module = median([replay_whole(r.stats)[0] for r in good])
     if f:
         const_ms = setup + module + f[0]
         out.append(f"Fit of the replay's *other* time against its records (least squares): "
@@ -281,16 +309,21 @@ def memsync_section(d, out, model):
         g = cases.get((s, n, gap))
         if not g:
             return None
-        return dict(ms=median([r.stats["memsync_ms"] for r in g]),
-                    bytes=median([r.stats["bytes"] for r in g]),
+        return dict(ms=median([copy_whole(r.stats)[0] for r in g]),
+                    bytes=median([copy_whole(r.stats)[1] for r in g]),
+                    pause=median([r.stats["memsync_ms"] for r in g]),
                     ranges=median([r.stats["ranges"] for r in g]),
                     requests=median([r.stats["requests"] for r in g]),
                     total=median([r.stats["total_ms"] for r in g]), n=len(g))
 
     sizes = sorted({s for s, _, gap in cases if gap == 0})
     counts = sorted({n for _, n, gap in cases if gap == 0})
-    for title, val in (("Time (ms)", lambda c: f"{c['ms']:.2f}"),
-                       ("Throughput (GB/s)", lambda c: f"{c['bytes'] / c['ms'] / 1e6:.2f}")):
+    out.append("The copy runs before the hold now (copying ahead, while the program runs); in the "
+               "pause mem-sync hashes every range on both GPUs and copies again what differs "
+               "(here nothing: the program waits in its launch).\n")
+    for title, val in (("Copy time (ms)", lambda c: f"{c['ms']:.2f}"),
+                       ("Copy throughput (GB/s)", lambda c: f"{c['bytes'] / c['ms'] / 1e6:.2f}"),
+                       ("In the pause: hashing and copying again (ms)", lambda c: f"{c['pause']:.2f}")):
         out.append(f"{title}, regions (rows) x region size (columns):\n")
         out.append("| regions | " + " | ".join(size_name(s) for s in sizes) + " |")
         out.append("|---:|" + "---:|" * len(sizes))
@@ -316,8 +349,8 @@ def memsync_section(d, out, model):
         out.append("")
 
     # the model: ms = a + bytes / B + c * ranges
-    pts = [(r.stats["bytes"], r.stats["ranges"], r.stats["memsync_ms"]) for r in good
-           if r.stats["memsync_ms"] > 0]
+    pts = [(copy_whole(r.stats)[1], r.stats["ranges"] or 1, copy_whole(r.stats)[0]) for r in good
+           if copy_whole(r.stats)[0] > 0]
     f = lstsq([[1.0, b, n] for b, n, _ in pts], [y for _, _, y in pts],
               [1.0 / (y * y) for _, _, y in pts]) if len(pts) > 3 else None
     if f and f[1] > 0:
@@ -423,7 +456,7 @@ def fig13_section(d, out, model):
     ref = rows[0][1] or rows[1][1]
     ref_sum = ref[0].checksum if ref else None
     out.append("| run | migrated at launch | loop s | setup s | wall s | loop / native | "
-               "migration ms (mem-sync ms) | model s | result |")
+               "migration ms (pause ms) | model s | result |")
     out.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for label, g, p in rows:
         if not g:
@@ -435,7 +468,7 @@ def fig13_section(d, out, model):
         at = g[0].env.get("FERRY_MIGRATE_AT", "").rsplit("=", 1)[-1]
         mig = [r for r in g if r.migrated()]
         mig_ms = median([r.stats["total_ms"] for r in mig])
-        ms_ms = median([r.stats["memsync_ms"] for r in mig])
+        ms_ms = median([r.stats["pause_ms"] for r in mig])
         # the model: the remote part at remote speed, the migration, the rest at native speed
         model_s = None
         if p and remote is not None and native is not None and mig_ms is not None:
@@ -483,12 +516,15 @@ def model_table(out, m):
                f"+ modules {fmt(m.get('replay_module_ms'), '.2f')} ms + rest) | "
                f"{ratio(c / 1e3 if c is not None else None, PAPER['replay_const_s'])} |")
     p = m.get("replay_per_record_us")
-    out.append(f"| replay, per record | {PAPER['replay_per_record_us']:.0f} µs | {fmt(p, '.3f')} µs | "
-               f"{ratio(p, PAPER['replay_per_record_us'])} |")
+    out.append(f"| replay, per record | {PAPER['replay_per_record_us']:.0f} µs | {fmt(p, '.3f')} µs "
+               f"(before the hold) | {ratio(p, PAPER['replay_per_record_us'])} |")
+    pc, pp = m.get("pause_replay_const_ms"), m.get("pause_replay_per_record_us")
+    out.append(f"| the pause against the log's records | (all of the replay) | {fmt(pc, '.2f')} ms + "
+               f"{fmt(pp, '.4f')} µs/record | |")
     g = m.get("memsync_fit_gbs")
     lg = m.get("memsync_large_gbs")
     out.append(f"| mem-sync throughput | {PAPER['memsync_gbs']:.1f} GB/s | {fmt(g)} GB/s (fit); "
-               f"{fmt(lg)} GB/s (large regions) | {ratio(g, PAPER['memsync_gbs'])} |")
+               f"{fmt(lg)} GB/s (large regions); before the hold | {ratio(g, PAPER['memsync_gbs'])} |")
     r = m.get("remote_call_us")
     out.append(f"| remote call: added to a synchronous call | +{PAPER['remote_call_us']:.0f} µs | "
                f"+{fmt(r, '.1f')} µs (4-byte cudaMemcpy, remote - native, loopback TCP) | "

@@ -420,7 +420,7 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
   pthread_mutex_lock(&mig_lock);
   v->mig.records_replayed = rs.records;
   v->mig.records_ahead = m->ahead_stats.records;
-  v->mig.ahead_ms = m->ahead_replay_ms + m->precopy_ms;
+  v->mig.ahead_ms = m->ahead_replay_ms + m->precopy_ms + m->warm_ms;
   v->mig.modules_replayed = rs.modules;
   v->mig.replay_module_ms = rs.module_ms;
   v->mig.replay_other_ms = rs.other_ms;
@@ -650,6 +650,9 @@ int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, s
   mig_free(&m);
 
   double total = now_ms() - t0;
+  /* the replay and copy before the hold, for FERRY_STATS */
+  double ahead_module_ms = m.ahead_stats.module_ms, ahead_other_ms = m.ahead_stats.other_ms,
+         precopy_ms = m.precopy_ms;
   pthread_mutex_lock(&mig_lock);
   if (failed && !url) v->inproc_gpu = -1;
   v->mig.state = failed ? FERRY_MIG_FAILED : FERRY_MIG_DONE;
@@ -677,7 +680,8 @@ int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, s
               "replay_other_ms=%.3f bytes=%llu ranges=%llu requests=%llu hold_ms=%.3f "
               "drain_ms=%.3f setup_ms=%.3f replay_ms=%.3f memsync_ms=%.3f vars_ms=%.3f "
               "switch_ms=%.3f pause_ms=%.3f total_ms=%.3f records_ahead=%llu ahead_ms=%.3f "
-              "bytes_precopied=%llu bytes_unchanged=%llu hash_ms=%.3f", vi, st.helper_pid,
+              "bytes_precopied=%llu bytes_unchanged=%llu hash_ms=%.3f ahead_module_ms=%.3f "
+              "ahead_other_ms=%.3f precopy_ms=%.3f", vi, st.helper_pid,
               (unsigned long long)st.records_replayed, (unsigned long long)st.modules_replayed,
               st.replay_module_ms, st.replay_other_ms, (unsigned long long)st.bytes_copied,
               (unsigned long long)st.ranges_copied, (unsigned long long)st.requests,
@@ -685,7 +689,7 @@ int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, s
               st.phase_ms[5], st.phase_ms[6], st.pause_ms, st.total_ms,
               (unsigned long long)st.records_ahead, st.ahead_ms,
               (unsigned long long)st.bytes_precopied, (unsigned long long)st.bytes_unchanged,
-              st.hash_ms);
+              st.hash_ms, ahead_module_ms, ahead_other_ms, precopy_ms);
   if (ferry_symbol_address_taken)
     ferry_log("warning: the program took a __device__ variable's address (cudaGetSymbolAddress) "
               "before the migration; that address is not valid on the local GPU");

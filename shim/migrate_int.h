@@ -49,6 +49,7 @@ struct mig {
   int ahead;
   struct ferry_replay_stats ahead_stats;
   double ahead_replay_ms, precopy_ms, hash_ms;
+  double warm_ms; /* the hashing kernel's first load on both GPUs */
   uint64_t precopied, unchanged;
 };
 

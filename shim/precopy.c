@@ -187,8 +187,10 @@ int mig_ahead(struct mig *m) {
   }
   free(src.keep);
   free(pairs);
-  if (m->precopied) hash_warm(m);
   m->precopy_ms = now_ms() - t0 - m->ahead_replay_ms;
+  double t1 = now_ms();
+  if (m->precopied) hash_warm(m);
+  m->warm_ms = now_ms() - t1;
   /* tests: the program runs on (and changes what was copied) before the hold */
   if (mig_fault("precopy_stall")) nanosleep(&(struct timespec){1, 0}, NULL);
   return 0;
