@@ -349,13 +349,14 @@ def memsync_section(d, out, model):
         out.append("")
 
     # the model: ms = a + bytes / B + c * ranges
-    pts = [(copy_whole(r.stats)[1], r.stats["ranges"] or 1, copy_whole(r.stats)[0]) for r in good
-           if copy_whole(r.stats)[0] > 0]
+    # (copied ahead, the ranges are not counted: the regions stand in for them)
+    pts = [(copy_whole(r.stats)[1], r.stats["ranges"] or r.regions["R"], copy_whole(r.stats)[0])
+           for r in good if copy_whole(r.stats)[0] > 0]
     f = lstsq([[1.0, b, n] for b, n, _ in pts], [y for _, _, y in pts],
               [1.0 / (y * y) for _, _, y in pts]) if len(pts) > 3 else None
     if f and f[1] > 0:
         out.append(f"Fit (least squares, relative errors): mem-sync ms = {f[0]:.3f} ms + bytes / "
-                   f"**{1 / f[1] / 1e6:.2f} GB/s** + {f[2] * 1e3:.2f} µs per range.\n")
+                   f"**{1 / f[1] / 1e6:.2f} GB/s** + {f[2] * 1e3:.2f} µs per region.\n")
         model["memsync_fit_gbs"] = 1 / f[1] / 1e6
         model["memsync_fit_const_ms"] = f[0]
 
@@ -367,8 +368,8 @@ def memsync_section(d, out, model):
     h2d_best = max((h2d[k] for k in h2d_keys if k.endswith(f"_{h2d_size}")), default=None)
     big_bytes = max(c["bytes"] for c in (case(*k) for k in cases))
     threshold = min(256 * MiB, big_bytes)
-    large = [r for r in good if r.stats["bytes"] >= threshold and r.regions["gap"] == 0]
-    large_gbs = median([r.stats["bytes"] / r.stats["memsync_ms"] / 1e6 for r in large])
+    large = [r for r in good if copy_whole(r.stats)[1] >= threshold and r.regions["gap"] == 0]
+    large_gbs = median([copy_whole(r.stats)[1] / copy_whole(r.stats)[0] / 1e6 for r in large])
     model["memsync_large_gbs"] = large_gbs
     out.append("### Targets\n")
     out.append(f"Baselines of the same run: raw TCP one-way stream in 16 MiB chunks (mem-sync's "
