@@ -58,29 +58,6 @@ static int hash_ready(struct ferry_exec *ex) {
   return EXEC_OK;
 }
 
-/* whether [addr, addr + size) lies in this session's mappings, adjacent
-   ones included: the kernel must never fault, which would end the context */
-static int in_mappings(const struct ferry_exec *ex, uint64_t addr, uint64_t size) {
-  uint64_t at = addr, end = addr + size;
-  size_t lo = 0, hi = ex->nmaps;
-  while (lo < hi) { /* the first mapping starting past addr */
-    size_t mid = (lo + hi) / 2;
-    if (ex->maps[mid].addr <= addr)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  for (size_t i = lo ? lo - 1 : ex->nmaps; i < ex->nmaps && ex->maps[i].addr <= at; i++) {
-    uint64_t stop = ex->maps[i].addr + ex->maps[i].size;
-    if (stop <= at)
-      return 0;
-    if (stop >= end)
-      return 1;
-    at = stop;
-  }
-  return 0;
-}
-
 /* checks the ranges and counts their pieces */
 static int count_pieces(const struct ferry_exec *ex, const uint64_t *pairs, uint32_t nranges,
                         uint64_t chunk, uint32_t *out) {
@@ -92,7 +69,8 @@ static int count_pieces(const struct ferry_exec *ex, const uint64_t *pairs, uint
     uint64_t n = size / chunk + (size % chunk != 0);
     if (n > HASH_MAX_PIECES - total)
       return EXEC_INVALID_VALUE;
-    if (size && !in_mappings(ex, addr, size))
+    /* the kernel must never fault, which would end the context */
+    if (size && !exec_mapped_range(ex, addr, size))
       return EXEC_INVALID_VALUE;
     total += n;
   }

@@ -198,6 +198,9 @@ void exec_free_ctx_objects(struct ferry_exec *ex);
 void exec_free_arrays(struct ferry_exec *ex, int driver_ok);
 
 /* unloads mem_hash's kernel and frees its buffer (exec_hash.c) */
+/* whether [addr, addr + size) lies in this session's mappings, which may
+   be several adjacent ones (exec_mem.c) */
+int exec_mapped_range(const struct ferry_exec *ex, uint64_t addr, uint64_t size);
 void exec_free_hash(struct ferry_exec *ex, int driver_ok);
 
 #endif

@@ -470,7 +470,7 @@ int ferry_x_memset_wide(struct ferry_exec *ex, const struct ferry_memset_wide_ar
 
 /* whether [addr, addr + size) lies in this session's mappings, which may
    be several adjacent ones */
-static int mapped_range(const struct ferry_exec *ex, uint64_t addr, uint64_t size) {
+int exec_mapped_range(const struct ferry_exec *ex, uint64_t addr, uint64_t size) {
   if (size == 0 || addr + size < addr || addr == UINT64_MAX)
     return 0;
   size_t i = map_lower(ex, addr + 1); /* the first mapping past addr */
@@ -503,7 +503,7 @@ static int deferred_fits(struct ferry_exec *ex, const struct ferry_memcpy_dtoh_a
   /* a lone copy of memory the session holds on the device (one large
      cudaMemcpyAsync, then a synchronize) costs no more host memory than it
      already holds device memory */
-  if (ex->pend_bytes == 0 && mapped_range(ex, a->src, a->size))
+  if (ex->pend_bytes == 0 && exec_mapped_range(ex, a->src, a->size))
     return 1;
   if (!ex->deferred_logged) {
     char b1[32], b2[32], b3[32];
