@@ -4,7 +4,8 @@
 # replay log, so that it can be moved to a server and back while it runs.
 # Results are compared with runs that never moved.
 # usage: local_start.sh BUILD_DIR CASE
-#   round_trip: local -> server A -> local -> server B, from outside
+#   round_trip: local -> server A -> local -> server B, from outside; the
+#               same with four threads running
 #   mixed:      a local and a remote vGPU in one program
 #   errors:     bad local:N values and helpers that cannot start
 set -u
@@ -128,6 +129,21 @@ round_trip)
   same_result auto
   [ "$(grep -c "now runs on" "$work/auto.err")" = 2 ] || fail "expected exactly two moves"
   expect_in auto.err "ferry-mhelper pid"
+  # evicted while the program's four threads run, then back
+  start threads migrate_threads 1000000 500 "$work/stop"
+  in_helper
+  moved_to threads_a "$a"
+  on_server "$a"
+  sleep 0.3 # the threads go on remotely for a while
+  moved_to threads_back 0
+  in_helper
+  finish
+  passed threads "$rc"
+  for t in 0 1 2 3; do
+    r=$(sed -n "s/^thread $t: \([0-9]*\) rounds ok/\1/p" "$work/threads.out")
+    [ "${r:-0}" -gt 0 ] || fail "thread $t ran no rounds"
+  done
+  [ "$(grep -c "now runs on" "$work/threads.err")" = 2 ] || fail "threads: expected exactly two moves"
   ;;
 mixed)
   # vGPU 0 on local GPU 1 (in a helper), vGPU 1 on a server: the result of
