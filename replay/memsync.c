@@ -20,9 +20,8 @@ void ferry_memsync_defaults(struct ferry_memsync_opts *o) {
   o->buffers = 2;
 }
 
-/* is [a, b) inside back-to-back mappings? (*m: a cursor into maps) */
-static int mapped(const struct ferry_mapping *maps, size_t nmaps, size_t *m, uint64_t a,
-                  uint64_t b) {
+int ferry_memsync_mapped(const struct ferry_mapping *maps, size_t nmaps, size_t *m, uint64_t a,
+                         uint64_t b) {
   while (*m < nmaps && maps[*m].addr + maps[*m].size <= a) (*m)++;
   uint64_t cur = a;
   for (size_t k = *m; k < nmaps && cur < b; k++) {
@@ -44,7 +43,7 @@ long ferry_memsync_plan(const struct ferry_region *regions, size_t nregions,
     if (a == b) continue;
     if (n) {
       uint64_t end = p[2 * (n - 1)] + p[2 * (n - 1) + 1];
-      if (a >= end && a - end <= merge_gap && mapped(maps, nmaps, &m, end, a)) {
+      if (a >= end && a - end <= merge_gap && ferry_memsync_mapped(maps, nmaps, &m, end, a)) {
         p[2 * (n - 1) + 1] = b - p[2 * (n - 1)];
         continue;
       }

@@ -54,6 +54,11 @@ long ferry_memsync_plan(const struct ferry_region *regions, size_t nregions,
                         const struct ferry_mapping *maps, size_t nmaps, uint64_t merge_gap,
                         uint64_t **pairs);
 
+/* is [a, b) inside back-to-back mappings (sorted)? *cursor starts at 0 and
+   moves on, so calls must come in increasing a */
+int ferry_memsync_mapped(const struct ferry_mapping *maps, size_t nmaps, size_t *cursor,
+                         uint64_t a, uint64_t b);
+
 /* copies the ranges; 0 or a cudaError_t (reason in err) */
 int ferry_memsync_run(const struct ferry_target *t, const uint64_t *pairs, size_t npairs,
                       const struct ferry_memsync_source *src, const struct ferry_memsync_opts *o,

@@ -31,12 +31,6 @@ static pthread_mutex_t mig_lock = PTHREAD_MUTEX_INITIALIZER;
 /* the prepared target of vGPU index as text, "" for none (mig_lock held) */
 static void prepared_text(int index, char *out, size_t n);
 
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
 /* FERRY_FAULT=<point>: a test makes one step fail, once per process */
 int mig_fault(const char *point) {
   static int fired;
@@ -89,7 +83,7 @@ int ferry_vgpu_status(int index, struct ferry_vgpu_status *out) {
 /* closes the running phase's clock; phase < 0 keeps the last one shown
    (a failed migration then says where it stopped) */
 static void enter_phase(struct mig *m, int phase) {
-  double t = now_ms();
+  double t = mig_now_ms();
   pthread_mutex_lock(&mig_lock);
   m->v->mig.phase_ms[m->v->mig.phase] += t - m->t_phase;
   if (phase >= 0) m->v->mig.phase = phase;
@@ -404,7 +398,7 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
   /* tests: the program held for a second, e.g. while its target dies */
   if (mig_fault("pause_stall")) nanosleep(&(struct timespec){1, 0}, NULL);
   if (drain(m)) return -1;
-  double drained = now_ms();
+  double drained = mig_now_ms();
 
   enter_phase(m, FERRY_PHASE_REPLAY);
   struct ferry_replay_hooks hooks = {mig_module_loaded, mig_error_name, m};
@@ -415,7 +409,7 @@ static int move(struct mig *m, uint64_t *bytes, uint64_t *records) {
     return mig_fail(m, "%s", why);
   *records = rs.records;
   pthread_mutex_lock(&v->pre_lock);
-  v->bridge_ms = now_ms() - drained;
+  v->bridge_ms = mig_now_ms() - drained;
   pthread_mutex_unlock(&v->pre_lock);
   pthread_mutex_lock(&mig_lock);
   v->mig.records_replayed = rs.records;
@@ -605,7 +599,7 @@ int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, s
 
   if (stale.active) close_prepared(v, &stale);
   struct mig m = {.v = v, .gpu = gpu, .helper = helper, .url = url, .err = err, .errlen = errlen,
-                  .t_phase = now_ms()};
+                  .t_phase = mig_now_ms()};
   double t0 = m.t_phase;
   int failed = 0;
   /* the program changed too much since prepare replayed the log there */
@@ -623,9 +617,7 @@ int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, s
     pthread_mutex_lock(&mig_lock);
     v->mig.phase = FERRY_PHASE_SETUP;
     pthread_mutex_unlock(&mig_lock);
-    failed = url ? mig_open_remote(&m) : helper ? mig_open_helper(&m) : mig_open_local(&m);
-    if (!failed) failed = mig_buffers_ahead(&m);
-    if (!failed && mig_precopy_enabled()) failed = mig_ahead(&m);
+    failed = mig_open_ahead(&m);
   }
   enter_phase(&m, FERRY_PHASE_HOLD);
   uint64_t bytes = 0, records = 0;
@@ -634,11 +626,11 @@ int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, s
        call waits at the gate */
     pthread_mutex_lock(&v->arena_lock);
     pthread_rwlock_wrlock(&v->gate);
-    m.t_hold = now_ms();
+    m.t_hold = mig_now_ms();
     failed = move(&m, &bytes, &records);
     enter_phase(&m, -1);
     pthread_mutex_lock(&mig_lock);
-    v->mig.pause_ms = now_ms() - m.t_hold;
+    v->mig.pause_ms = mig_now_ms() - m.t_hold;
     pthread_mutex_unlock(&mig_lock);
     pthread_rwlock_unlock(&v->gate);
     pthread_mutex_unlock(&v->arena_lock);
@@ -649,7 +641,7 @@ int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, s
   if (failed) mig_close_opened(&m);
   mig_free(&m);
 
-  double total = now_ms() - t0;
+  double total = mig_now_ms() - t0;
   /* the replay and copy before the hold, for FERRY_STATS */
   double ahead_module_ms = m.ahead_stats.module_ms, ahead_other_ms = m.ahead_stats.other_ms,
          precopy_ms = m.precopy_ms;
@@ -734,10 +726,8 @@ int ferry_prepare(int vi, const char *target, char *err, size_t errlen) {
   pthread_mutex_unlock(&mig_lock);
   struct mig m = {.v = v, .gpu = gpu, .helper = helper, .url = remote ? &url : NULL, .err = err,
                   .errlen = errlen};
-  double t0 = now_ms();
-  int failed = remote ? mig_open_remote(&m) : helper ? mig_open_helper(&m) : mig_open_local(&m);
-  if (!failed) failed = mig_buffers_ahead(&m);
-  if (!failed && mig_precopy_enabled()) failed = mig_ahead(&m);
+  double t0 = mig_now_ms();
+  int failed = mig_open_ahead(&m);
   if (failed) {
     mig_close_opened(&m);
     mig_free(&m);
@@ -745,7 +735,7 @@ int ferry_prepare(int vi, const char *target, char *err, size_t errlen) {
   pthread_mutex_lock(&mig_lock);
   m.err = NULL, m.errlen = 0;
   prepared[vi] = (struct prepared){.active = !failed, .remote = remote, .url = url, .m = m,
-                                   .setup_ms = now_ms() - t0};
+                                   .setup_ms = mig_now_ms() - t0};
   if (failed && !helper && !remote) v->inproc_gpu = -1;
   pthread_mutex_unlock(&mig_lock);
   return failed ? -1 : 0;

@@ -8,6 +8,7 @@
 #define FERRY_MIGRATE_INT_H
 
 #include <stdint.h>
+#include <time.h>
 
 #include "replay/replay.h"
 #include "replay/target.h"
@@ -54,6 +55,12 @@ struct mig {
 };
 
 
+static inline double mig_now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
 /* the first reason wins; always -1 */
 __attribute__((format(printf, 2, 3))) int mig_fail(struct mig *m, const char *fmt, ...);
 /* FERRY_FAULT=<point>: a test makes one step fail, once per process */
@@ -85,6 +92,10 @@ int mig_open_local(struct mig *m);
 int mig_open_helper(struct mig *m);
 int mig_open_remote(struct mig *m);
 void mig_close_link(struct mig *m);
+/* all that is done before the hold: the target opened (as m->url and
+   m->helper say), mem-sync's buffers, and unless FERRY_PRECOPY=0 the log
+   replayed and the live regions copied there */
+int mig_open_ahead(struct mig *m);
 void mig_close_opened(struct mig *m);
 /* mem-sync's two buffers on the target: sized for total bytes, at most 16 MiB each */
 uint64_t mig_buffer_size(uint64_t total);

@@ -158,3 +158,10 @@ void mig_close_opened(struct mig *m) {
   mig_close_link(m);
   if (m->helper) ferry_host_forget_helper(v->index);
 }
+
+int mig_open_ahead(struct mig *m) {
+  int failed = m->url ? mig_open_remote(m) : m->helper ? mig_open_helper(m) : mig_open_local(m);
+  if (!failed) failed = mig_buffers_ahead(m);
+  if (!failed && mig_precopy_enabled()) failed = mig_ahead(m);
+  return failed;
+}

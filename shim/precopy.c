@@ -20,12 +20,6 @@
 
 static void hash_warm(struct mig *m);
 
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
 /* FERRY_PRECOPY=0: everything is replayed and copied in the pause, as
    before; FERRY_PRECOPY_CHUNK: the hashed piece size (a multiple of 8) */
 int mig_precopy_enabled(void) {
@@ -37,22 +31,6 @@ uint64_t mig_hash_chunk(void) {
   const char *e = getenv("FERRY_PRECOPY_CHUNK");
   unsigned long long c = e ? strtoull(e, NULL, 0) : 0;
   return c && c % 8 == 0 ? c : 1u << 20;
-}
-
-/* is [a, b) inside back-to-back mappings of the arena? (arena_lock held) */
-static int still_mapped(const struct ferry_arena *ar, uint64_t a, uint64_t b) {
-  size_t lo = 0, hi = ar->nmaps;
-  while (lo < hi) { /* the first mapping ending after a */
-    size_t mid = (lo + hi) / 2;
-    if (ar->maps[mid].addr + ar->maps[mid].size <= a) lo = mid + 1;
-    else hi = mid;
-  }
-  uint64_t cur = a;
-  for (size_t k = lo; k < ar->nmaps && cur < b; k++) {
-    if (ar->maps[k].addr > cur) return 0;
-    cur = ar->maps[k].addr + ar->maps[k].size;
-  }
-  return cur >= b;
 }
 
 /* mem-sync's source while the program runs: each request is answered by
@@ -95,8 +73,10 @@ static int pre_receive(void *ctx, void *dst, uint64_t len) {
   pthread_mutex_lock(&v->arena_lock);
   uint32_t kept = 0;
   uint64_t kept_bytes = 0;
+  size_t cursor = 0; /* a batch's ranges come in address order */
   for (uint32_t i = 0; i < n; i++)
-    if (still_mapped(&v->arena, pairs[2 * i], pairs[2 * i] + pairs[2 * i + 1])) {
+    if (ferry_memsync_mapped(v->arena.maps, v->arena.nmaps, &cursor, pairs[2 * i],
+                             pairs[2 * i] + pairs[2 * i + 1])) {
       s->keep[2 * kept] = pairs[2 * i];
       s->keep[2 * kept + 1] = pairs[2 * i + 1];
       kept_bytes += pairs[2 * i + 1];
@@ -132,7 +112,7 @@ static int pre_receive(void *ctx, void *dst, uint64_t len) {
 int mig_ahead(struct mig *m) {
   struct ferry_vgpu *v = m->v;
   char why[256] = "";
-  double t0 = now_ms();
+  double t0 = mig_now_ms();
   struct ferry_replay_hooks hooks = {mig_module_loaded, mig_error_name, m};
   uint64_t *pairs = NULL;
   long n = 0;
@@ -149,7 +129,7 @@ int mig_ahead(struct mig *m) {
     return mig_fail(m, "%s", why);
   }
   m->ahead = 1;
-  m->ahead_replay_ms = now_ms() - t0;
+  m->ahead_replay_ms = mig_now_ms() - t0;
   if (n < 0) return 0; /* out of memory: the pause copies everything */
   struct ferry_memsync_opts o;
   ferry_memsync_defaults(&o);
@@ -187,10 +167,10 @@ int mig_ahead(struct mig *m) {
   }
   free(src.keep);
   free(pairs);
-  m->precopy_ms = now_ms() - t0 - m->ahead_replay_ms;
-  double t1 = now_ms();
+  m->precopy_ms = mig_now_ms() - t0 - m->ahead_replay_ms;
+  double t1 = mig_now_ms();
   if (m->precopied) hash_warm(m);
-  m->warm_ms = now_ms() - t1;
+  m->warm_ms = mig_now_ms() - t1;
   /* tests: the program runs on (and changes what was copied) before the hold */
   if (mig_fault("precopy_stall")) nanosleep(&(struct timespec){1, 0}, NULL);
   return 0;
@@ -240,7 +220,7 @@ static void hash_warm(struct mig *m) {
 
 long mig_changed(struct mig *m, const uint64_t *pairs, size_t n, uint64_t **out,
                  uint64_t *unchanged) {
-  double t0 = now_ms();
+  double t0 = mig_now_ms();
   uint64_t chunk = mig_hash_chunk();
   size_t pieces = 0;
   for (size_t i = 0; i < n; i++) pieces += (pairs[2 * i + 1] + chunk - 1) / chunk;
@@ -270,6 +250,6 @@ long mig_changed(struct mig *m, const uint64_t *pairs, size_t n, uint64_t **out,
     }
   free(src);
   free(dst);
-  m->hash_ms = now_ms() - t0;
+  m->hash_ms = mig_now_ms() - t0;
   return k;
 }
