@@ -116,13 +116,15 @@ int mig_ahead(struct mig *m) {
   struct ferry_replay_hooks hooks = {mig_module_loaded, mig_error_name, m};
   uint64_t *pairs = NULL;
   long n = 0;
+  struct ferry_memsync_opts o;
+  ferry_memsync_defaults(&o);
   /* the arena lock keeps allocations out while the log is replayed, so
      the plan below matches the mappings the target now has */
   pthread_mutex_lock(&v->arena_lock);
   int rc = ferry_replay_ahead(&v->log, &m->t, &hooks, &m->ahead_stats, why, sizeof why);
   if (!rc)
     n = ferry_memsync_plan(v->arena.regions, v->arena.nregions, v->arena.maps, v->arena.nmaps,
-                           64u << 10, &pairs);
+                           o.merge_gap, &pairs);
   pthread_mutex_unlock(&v->arena_lock);
   if (rc) {
     ferry_recorder_journal_stop(&v->log);
@@ -131,8 +133,6 @@ int mig_ahead(struct mig *m) {
   m->ahead = 1;
   m->ahead_replay_ms = mig_now_ms() - t0;
   if (n < 0) return 0; /* out of memory: the pause copies everything */
-  struct ferry_memsync_opts o;
-  ferry_memsync_defaults(&o);
   o.batch_bytes = m->buf_bytes;
   o.buffers = MEMSYNC_BUFFERS;
   o.bufs = m->bufs;
