@@ -10,7 +10,8 @@ import os
 import re
 import sys
 
-DIRECTIONS = {"r2l": "remote -> local", "r2r": "remote -> remote", "l2r": "local -> remote"}
+DIRECTIONS = {"r2l": "remote -> local", "r2r": "remote -> remote", "l2r": "local -> remote",
+              "p2r": "local (in-process) -> remote"}
 HOW = {(0, 0): "all in the pause", (0, 1): "copy ahead", (1, 1): "prepare + copy ahead"}
 
 
@@ -42,7 +43,7 @@ def main(out):
     runs = []
     rdir = os.path.join(out, "runs")
     for name in sorted(os.listdir(rdir)):
-        m = re.match(r"(r2l|r2r|l2r)_ro(\d+)_prep(\d)_pre(\d)_r(\d+)\.out$", name)
+        m = re.match(r"(r2l|r2r|l2r|p2r)_ro(\d+)_prep(\d)_pre(\d)_r(\d+)\.out$", name)
         if not m:
             continue
         base = os.path.join(rdir, name[:-4])
@@ -83,11 +84,11 @@ def main(out):
         copy_ms = st["memsync_ms"] - st.get("hash_ms", 0)
         rest = st["pause_ms"] - st["drain_ms"] - copy_ms
         rate = st["bytes"] / copy_ms / 1e6 if copy_ms > 0 and st["bytes"] else 0
-        if r["prep"] and not over:
-            prepared[(r["dir"], r["ro"] > 0, r["round"])] = st["pause_ms"]
         # the Jacobi grids change every iteration: a pause that copied less
         # than them came after the loop had ended (the copy ahead took longer)
         over = " (loop ended before the hold)" if st["bytes"] < r["state"] / 2 else ""
+        if r["prep"] and not over:
+            prepared[(r["dir"], r["ro"] > 0, r["round"])] = st["pause_ms"]
         print("| %s | %s | %s%s | %.1f | %.1f | %.1f | %.1f | %.0f MiB | %.1f | %.2f | %.0f MiB | "
               "%.0f MiB | %.0f | %.0f | %s |" % (
                   DIRECTIONS[r["dir"]], prog, how, over, st["pause_ms"], st["drain_ms"],

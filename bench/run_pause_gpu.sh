@@ -3,7 +3,8 @@
 # program (bench/apps/mig_iterative, a Jacobi solver whose 512 MiB change
 # every iteration) and the same with 4 GiB of read-only data beside it,
 # moved while it runs in each direction (remote to local, remote to a
-# second server, local to a server: FERRY_DEVICES=local:0), three ways:
+# second server, local to a server: FERRY_DEVICES=local:0, in a helper;
+# p2r: moved into the program's own process first, then to a server), three ways:
 # everything in the pause (FERRY_PRECOPY=0), copying ahead inside
 # `ferry migrate` (the default), and after `ferry migrate --prepare`. Every run has FERRY_STATS=1; the pause is the stats
 # line's pause_ms (hold to resume). iperf3 over the same loopback, if it is
@@ -14,7 +15,7 @@
 #   DIR: bin/{ferry,ferry-server,ferry-mhelper}, lib/ (the shim), bench/mig_iterative
 # environment: PAUSE_N (grid side, 8192: 512 MiB), PAUSE_IT (iterations,
 #   30000), PAUSE_RO_MIB (4096), PAUSE_ROUNDS (1), PAUSE_AT_S (seconds
-#   before the move, 2), PAUSE_SIM=1 (a smoke run on the CPU simulation:
+#   before the move, 2), PAUSE_DIRS (r2l r2r l2r p2r), PAUSE_SIM=1 (a smoke run on the CPU simulation:
 #   small sizes, no native run)
 set -u
 dir=$(cd "$1" && pwd) || exit 2
@@ -65,12 +66,17 @@ one() {
   r2l) target=0 ;;
   r2r) target=$b ;;
   l2r) target=$b env=(FERRY_PRECOPY=$pre FERRY_DEVICES=local:0) ;;
+  p2r) target=$b ;;
   esac
   # (no timeout(1) in front: $! must be the program, whose pid names its socket)
   env "${env[@]}" "$ferry" run -- "$prog" "$n" "$it" 50 "$mib" \
     >"$out/runs/$label.out" 2>"$out/runs/$label.err" &
   app=$!
   sleep "$at_s"
+  if [ "$dirn" = p2r ]; then # into this process first (not measured: the last stats line is)
+    timeout 120 "$ferry" migrate --pid "$app" 0 0 >>"$out/runs/$label.mig" 2>&1
+    sleep "$at_s"
+  fi
   if [ "$prep" = 1 ]; then
     timeout 120 "$ferry" migrate --prepare --pid "$app" 0 "$target" >>"$out/runs/$label.mig" 2>&1
     sleep 0.5
@@ -84,7 +90,7 @@ one() {
 # 13), copying ahead inside `migrate`, and after `migrate --prepare`
 for round in $(seq "$rounds"); do
   for mib in 0 "$ro"; do
-    for dirn in r2l r2r l2r; do
+    for dirn in ${PAUSE_DIRS:-r2l r2r l2r p2r}; do
       for mode in 0:0 0:1 1:1; do
         prep=${mode%:*} pre=${mode#*:}
         one "${dirn}_ro${mib}_prep${prep}_pre${pre}_r$round" "$dirn" "$prep" "$pre" "$mib"

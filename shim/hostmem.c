@@ -124,6 +124,19 @@ void ferry_host_register_local(struct ferry_local *L) {
   pthread_mutex_unlock(&host_lock);
 }
 
+void ferry_host_forget_local(struct ferry_local *L) {
+  pthread_mutex_lock(&host_lock);
+  if (lock_gpu == L) {
+    for (size_t i = 0; i < nhost; i++)
+      if (host_blocks[i].locked) {
+        ferry_local_host_unlock(L, host_blocks[i].ptr);
+        host_blocks[i].locked = 0;
+      }
+    lock_gpu = NULL;
+  }
+  pthread_mutex_unlock(&host_lock);
+}
+
 /* host_register/host_unregister of one shared block on the helper vGPUs in mask */
 static void tell_helpers(uint32_t mask, void *p, size_t size, int on) {
   for (int i = 0; i < ferry.count; i++) {

@@ -1,7 +1,8 @@
 /*
  * Local mode: after a migration a vGPU's calls run in this process, through
- * the same executor the server uses, on a GPU of this machine. The executor
- * is single-threaded, so calls take one lock; calls that block (waiting for
+ * the same executor the server uses, on a GPU of this machine, until a
+ * migration moves it on (they are recorded and gated as remote ones are:
+ * remote.c). The executor is single-threaded, so calls take one lock; calls that block (waiting for
  * a stream, an event, the device) and plain copies look their handles up
  * under the lock and wait outside it, so one thread's wait never stalls
  * another's launches.
@@ -20,10 +21,13 @@ struct ferry_local {
   struct ferry_exec *ex;
   const struct ferry_driver *d;
   CUcontext ctx;
+  uint64_t serial; /* which opening: a later context may reuse ctx's value */
   pthread_mutex_t lock;
   int gpu;
   char name[256];
 };
+
+static uint64_t open_serial;
 
 struct ferry_exec *ferry_local_exec(struct ferry_local *L) { return L->ex; }
 const char *ferry_local_name(struct ferry_local *L) { return L->name; }
@@ -79,6 +83,7 @@ struct ferry_local *ferry_local_open(struct ferry_vgpu *v, int gpu, char *err, s
     return NULL;
   }
   L->ctx = ferry_exec_context(L->ex);
+  L->serial = __atomic_add_fetch(&open_serial, 1, __ATOMIC_RELAXED);
   /* it runs in the program's process: every host address is its own */
   ferry_exec_allow_host(L->ex, 0, UINT64_MAX);
   CUdevice dev;
@@ -87,22 +92,24 @@ struct ferry_local *ferry_local_open(struct ferry_vgpu *v, int gpu, char *err, s
   return L;
 }
 
-static __thread CUcontext thread_ctx;
+/* the opening whose context this thread made current (0: none) */
+static __thread uint64_t thread_serial;
 
 void ferry_local_close(struct ferry_local *L) {
   if (!L) return;
   ferry_exec_close(L->ex);
-  /* a later context may get the same handle; this thread has none current now */
-  thread_ctx = NULL;
+  thread_serial = 0;
   pthread_mutex_destroy(&L->lock);
   free(L);
 }
 
-/* the context must be current in each thread that calls the driver */
+/* the context must be current in each thread that calls the driver; a
+   thread that used a closed one still has it current, so the check is on
+   the opening, not on the context's value */
 static inline void make_current(struct ferry_local *L) {
-  if (thread_ctx != L->ctx) {
+  if (thread_serial != L->serial) {
     L->d->CtxSetCurrent(L->ctx);
-    thread_ctx = L->ctx;
+    thread_serial = L->serial;
   }
 }
 
@@ -189,7 +196,16 @@ int ferry_local_call(struct ferry_vgpu *v, unsigned call, const void *args, void
 
 int ferry_local_copy(struct ferry_vgpu *v, void *dst, const void *src, uint64_t n, int kind,
                      uint32_t stream, int async) {
-  if (ferry_stale(v)) return FERRY_STALE;
+  pthread_rwlock_rdlock(&v->gate);
+  int rc = ferry_stale(v)       ? FERRY_STALE
+           : !ferry_is_local(v) ? FERRY_NOT_LOCAL
+                                : ferry_local_copy_held(v, dst, src, n, kind, stream, async);
+  pthread_rwlock_unlock(&v->gate);
+  return rc;
+}
+
+int ferry_local_copy_held(struct ferry_vgpu *v, void *dst, const void *src, uint64_t n, int kind,
+                          uint32_t stream, int async) {
   struct ferry_local *L = v->lx;
   make_current(L);
   CUstream s;

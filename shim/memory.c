@@ -241,7 +241,8 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
   case cudaMemcpyHostToDevice: {
     if ((rc = device_side(dst, count, &dv)) || (rc = stream_id_for(dv, stream, per_thread, &sid, &async)))
       return rc;
-    if (ferry_is_local(dv)) return ferry_local_copy(dv, dst, src, count, 1, sid, async);
+    if (ferry_is_local(dv) && (rc = ferry_local_copy(dv, dst, src, count, 1, sid, async)) != FERRY_NOT_LOCAL)
+      return rc;
     if ((rc = ferry_shared_copy(dv, dst, src, count, 1, sid, async)) != FERRY_NOT_HELPER) return rc;
     struct ferry_bulk bulk = {.in = src, .in_len = count};
     /* Once the bytes are on their way the source may be reused, and nothing
@@ -260,7 +261,8 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
   case cudaMemcpyDeviceToHost: {
     if ((rc = device_side(src, count, &sv)) || (rc = stream_id_for(sv, stream, per_thread, &sid, &async)))
       return rc;
-    if (ferry_is_local(sv)) return ferry_local_copy(sv, dst, src, count, 2, sid, async);
+    if (ferry_is_local(sv) && (rc = ferry_local_copy(sv, dst, src, count, 2, sid, async)) != FERRY_NOT_LOCAL)
+      return rc;
     if ((rc = ferry_shared_copy(sv, dst, src, count, 0, sid, async)) != FERRY_NOT_HELPER) return rc;
     /* CUDA returns from an async copy into pageable memory only when it is
        done; pinned memory is filled in later, at the next synchronization */

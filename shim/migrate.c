@@ -1,14 +1,14 @@
 /*
- * Migration of a vGPU from its remote server to a GPU of this machine,
- * while the program runs: in the program's own process, or in a
- * ferry-mhelper (FERRY_MHELPER). The phases, in order: hold new calls (the
- * gate), drain the remote GPU, open the target (a helper is opened before
- * the hold, while the program still runs), replay the log there, copy
- * every live region, then variables and CUDA arrays, and switch. Both
- * targets take the same calls (replay/target.h), so one path moves to
- * either. Nothing on the remote side changes until the switch, so any
- * failure before it only has to undo the target: the program goes on
- * remotely with nothing lost.
+ * Migration of a vGPU while the program runs, from where it runs now (a
+ * server, a ferry-mhelper, or the GPU in this process) to a GPU of this
+ * machine (in this process or in a helper, FERRY_MHELPER) or to a server
+ * session. The phases, in order: the target opened, the log replayed and
+ * the live regions copied there while the program runs (precopy.c); hold
+ * new calls (the gate), drain the source GPU, replay what came since,
+ * copy what changed, then variables and CUDA arrays, and switch. Every
+ * target takes the same calls (replay/target.h), so one path moves to any.
+ * Nothing on the source changes until the switch, so any failure before it
+ * only has to undo the target: the program goes on where it was.
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -31,12 +31,16 @@ static pthread_mutex_t mig_lock = PTHREAD_MUTEX_INITIALIZER;
 /* the prepared target of vGPU index as text, "" for none (mig_lock held) */
 static void prepared_text(int index, char *out, size_t n);
 
-/* FERRY_FAULT=<point>: a test makes one step fail, once per process */
+/* FERRY_FAULT=<point>[@N]: a test makes one step fail, once per process,
+   the first (or N-th) time a migration reaches it */
 int mig_fault(const char *point) {
-  static int fired;
+  static int fired, reached;
   const char *f = getenv("FERRY_FAULT");
-  if (!f || strcmp(f, point) || __atomic_exchange_n(&fired, 1, __ATOMIC_RELAXED)) return 0;
-  return 1;
+  size_t n = f ? strcspn(f, "@") : 0;
+  if (!f || n != strlen(point) || strncmp(f, point, n)) return 0;
+  int nth = f[n] == '@' ? atoi(f + n + 1) : 1;
+  if (__atomic_add_fetch(&reached, 1, __ATOMIC_RELAXED) < nth) return 0;
+  return !__atomic_exchange_n(&fired, 1, __ATOMIC_RELAXED);
 }
 
 int ferry_vgpu_count(void) { return ferry_ensure_init() ? 0 : ferry.count; }
@@ -69,7 +73,7 @@ int ferry_vgpu_status(int index, struct ferry_vgpu_status *out) {
   /* a migration holds the arena and the log for most of its length: status
      answers with what they held when it began, and never waits for it */
   if (!running) {
-    out->records = ferry_is_local(v) ? 0 : ferry_recorder_live(&v->log);
+    out->records = ferry_recorder_live(&v->log);
     pthread_mutex_lock(&v->arena_lock);
     out->regions = v->arena.nregions;
     out->live_bytes = v->arena.live_bytes;
@@ -213,7 +217,7 @@ static int copy_array(void *ctx, const struct ferry_record *rec) {
   struct ferry_memcpy3d_dtoh_args rd = {.src_kind = 1, .src = a->array, .width = w, .height = h,
                                         .depth = d};
   struct ferry_bulk bulk = {.out = buf, .out_len = bytes};
-  int rc = ferry_link_call(&m->v->link, FERRY_CALL_memcpy3d_dtoh, &rd, NULL, &bulk);
+  int rc = ferry_source_call(m->v, FERRY_CALL_memcpy3d_dtoh, &rd, NULL, &bulk);
   if (!rc) {
     struct ferry_memcpy3d_htod_args wr = {.dst_kind = 1, .dst = a->array, .width = w, .height = h,
                                           .depth = d};
@@ -242,7 +246,7 @@ static int copy_vars(struct mig *m) {
   if (!rc) {
     struct ferry_memcpy_dtoh_gather_args a = {.ranges = {pairs, (uint32_t)(m->nvars * 16)}};
     struct ferry_bulk bulk = {.out = buf, .out_len = total};
-    rc = ferry_link_call(&m->v->link, FERRY_CALL_memcpy_dtoh_gather, &a, NULL, &bulk);
+    rc = ferry_source_call(m->v, FERRY_CALL_memcpy_dtoh_gather, &a, NULL, &bulk);
   }
   const char *p = buf;
   for (size_t i = 0; i < m->nvars && !rc; i++) {
@@ -265,22 +269,24 @@ static int uses_device_heap(void *ctx, const struct ferry_record *rec) {
              cudaLimitMallocHeapSize;
 }
 
-/* flush, wait for the remote GPU, refuse what cannot move */
+/* flush, wait for the GPU the vGPU leaves, refuse what cannot move */
 static int drain(struct mig *m) {
   struct ferry_vgpu *v = m->v;
-  int rc = ferry_flush(&v->link);
+  int here = ferry_is_local(v);
+  int rc = here ? 0 : ferry_flush(&v->link);
   struct ferry_device_synchronize_args sync = {0};
-  if (!rc) rc = ferry_link_call(&v->link, FERRY_CALL_device_synchronize, &sync, NULL, NULL);
-  if (ferry_dead(v)) return mig_fail(m, "the remote GPU is unreachable");
+  if (!rc) rc = ferry_source_call(v, FERRY_CALL_device_synchronize, &sync, NULL, NULL);
+  if (!here && ferry_dead(v)) return mig_fail(m, "the remote GPU is unreachable");
   if (rc) {
     /* a second wait tells a sticky error (the context is lost) from one
        that was only latched; either way the program still gets to see it */
-    int again = ferry_link_call(&v->link, FERRY_CALL_device_synchronize, &sync, NULL, NULL);
+    int again = ferry_source_call(v, FERRY_CALL_device_synchronize, &sync, NULL, NULL);
     __atomic_store_n(&v->carry_error, rc, __ATOMIC_RELEASE);
     if (again) return mig_fail(m, "the device has a sticky error (%s); it stays remote",
                            cudaGetErrorName((cudaError_t)rc));
   }
-  if (ferry_deferred_pending(&v->link)) return mig_fail(m, "asynchronous copies did not complete");
+  if (!here && ferry_deferred_pending(&v->link))
+    return mig_fail(m, "asynchronous copies did not complete");
   if (ferry_recorder_foreach(&v->log, uses_device_heap, NULL))
     return mig_fail(m, "the program sized the device malloc heap (cudaLimitMallocHeapSize): memory "
                    "allocated by kernels (malloc/new) lives in the driver's heap and cannot be "
@@ -322,13 +328,19 @@ static int memsync(struct mig *m, uint64_t *bytes) {
   }
   o.batch_bytes = m->buf_bytes ? m->buf_bytes : MEMSYNC_MAX_BUFFER;
   o.bulk = m->url != NULL;
+  /* a server's replies are pipelined; the GPU in this process answers at once */
+  struct remote_src src = {&v->link, 0};
+  struct ferry_memsync_source source = {src_request, src_receive, &src};
+  int here = ferry_is_local(v);
+  if (!rc && here && mig_queued_source(v, 0, &source)) {
+    rc = mig_fail(m, "out of memory");
+    here = 0;
+  }
   if (!rc) {
     o.buffers = MEMSYNC_BUFFERS;
     o.bufs = m->bufs;
     o.progress = progress;
     o.progress_ctx = v;
-    struct remote_src src = {&v->link, 0};
-    struct ferry_memsync_source source = {src_request, src_receive, &src};
     struct ferry_memsync_stats ms;
     if (ferry_memsync_run(&m->t, pairs, (size_t)n, &source, &o, &ms, why, sizeof why)) {
       rc = mig_fail(m, "%s", why);
@@ -344,9 +356,26 @@ static int memsync(struct mig *m, uint64_t *bytes) {
       pthread_mutex_unlock(&mig_lock);
     }
   }
+  if (here) mig_queued_free(&source);
   free(pairs);
   mig_buffers_close(m);
   return rc;
+}
+
+/* the vGPU leaves the GPU in this process: its memory there is freed and
+   its arena's placeholder is back (the gate is held exclusively) */
+static void leave_process(struct ferry_vgpu *v) {
+  struct ferry_local *L = v->lx;
+  pthread_mutex_lock(&mig_lock);
+  __atomic_store_n(&v->local, 0, __ATOMIC_RELEASE);
+  v->lx = NULL;
+  v->inproc_gpu = -1;
+  pthread_mutex_unlock(&mig_lock);
+  ferry_host_forget_local(L);
+  ferry_local_close(L);
+  if (ferry_placeholder_reserve(v))
+    ferry_log("device %d: its address range could not be reserved again; a host mapping may "
+              "now take it", v->index);
 }
 
 /* the target takes over: nothing can fail from here on */
@@ -355,18 +384,20 @@ static void switch_over(struct mig *m) {
   for (size_t i = 0; i < m->nrebinds; i++) {
     ferry_blob info = {m->rebinds[i].info, m->rebinds[i].len};
     ferry_modules_rebind(v->index, m->rebinds[i].module, info);
-    /* the log stays (a helper's or a server's), with the variables where they are now */
-    if (m->helper || m->url) ferry_recorder_rebind(&v->log, m->rebinds[i].module, info);
+    /* the log goes on, with the variables where they are now */
+    ferry_recorder_rebind(&v->log, m->rebinds[i].module, info);
   }
   ferry_globals_commit(v->index);
   __atomic_add_fetch(&v->generation, 1, __ATOMIC_RELEASE);
   if (m->url) { /* remote again, or still: the log goes on, on the new server */
+    int from_process = ferry_is_local(v);
+    if (from_process) leave_process(v);
     struct ferry_staging *old_staging = v->link.staging;
     int from_helper = v->link.helper_pid != 0;
     ferry_link_adopt(&v->link, m->tl); /* closes the old session (a helper exits) */
     mig_close_link(m);
     if (old_staging) ferry_staging_free(old_staging);
-    if (from_helper) {
+    if (from_helper || from_process) {
       ferry_host_forget_helper(v->index);
       __atomic_store_n(&v->moved, 0, __ATOMIC_RELEASE);
     }
@@ -381,9 +412,11 @@ static void switch_over(struct mig *m) {
       ferry_debug("device %d: pinned memory is not page-locked in its helper; its copies stay "
                   "correct but synchronous", v->index);
   } else {
+    pthread_mutex_lock(&mig_lock);
     v->lx = m->L;
     m->L = NULL;
     __atomic_store_n(&v->local, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&mig_lock);
     ferry_link_close(&v->link); /* the server frees everything it held */
     ferry_host_register_local(v->lx);
   }
@@ -538,13 +571,10 @@ static int same_target(const struct prepared *p, int gpu, const struct ferry_url
 static const char *cannot_move(struct ferry_vgpu *v, const struct ferry_url *url) {
   if (v->mig.state == FERRY_MIG_RUNNING) return "a migration of device %d is already running";
   if (prepared[v->index].busy) return "a prepare of device %d is running";
-  if (url && ferry_is_local(v))
-    return "device %d runs on a local GPU in this process, which keeps no replay log; moving "
-           "it back to a server is not supported yet (a vGPU in a ferry-mhelper can move: "
-           "FERRY_MHELPER=always, or start it with FERRY_DEVICES=local:N)";
-  if (ferry_is_local(v)) return "device %d already runs on a local GPU (in this process)";
+  if (!url && ferry_is_local(v)) return "device %d already runs on a local GPU (in this process)";
   if (!url && v->moved) return "device %d already runs on a local GPU (in a ferry-mhelper)";
-  if (ferry_dead(v)) return "device %d lost its server; there is nothing left to migrate";
+  if (!ferry_is_local(v) && ferry_dead(v))
+    return "device %d lost its server; there is nothing left to migrate";
   if (v->log_broken) return "device %d lost a record (out of memory); it cannot migrate";
   return NULL;
 }
@@ -657,10 +687,6 @@ int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, s
     pthread_mutex_unlock(&v->pre_lock);
     ferry_log("migration of device %d to %s failed: %s", vi, target, err);
     return -1;
-  }
-  if (!helper && !url) { /* in this process nothing records any more */
-    ferry_recorder_destroy(&v->log);
-    ferry_recorder_init(&v->log);
   }
   struct ferry_vgpu_status st;
   ferry_vgpu_status(vi, &st);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "replay/memsync.h"
 #include "replay/replay.h"
 #include "replay/target.h"
 #include "shim.h"
@@ -63,7 +64,8 @@ static inline double mig_now_ms(void) {
 
 /* the first reason wins; always -1 */
 __attribute__((format(printf, 2, 3))) int mig_fail(struct mig *m, const char *fmt, ...);
-/* FERRY_FAULT=<point>: a test makes one step fail, once per process */
+/* FERRY_FAULT=<point>[@N]: a test makes one step fail, once per process
+   (at the N-th time a migration reaches it) */
 int mig_fault(const char *point);
 const char *mig_error_name(int e);
 static inline int mig_tcall(struct mig *m, unsigned call, const void *args,
@@ -78,6 +80,11 @@ int mig_module_loaded(void *ctx, uint32_t module, ferry_blob source, ferry_blob 
    copied (0, or -1 with m->err when the replay failed; a copy that stops
    only leaves more for the pause) */
 int mig_precopy_enabled(void);
+/* mem-sync's source that answers each request with one ferry_source_call
+   (for a vGPU in this process, and for copying ahead); live: the program
+   runs meanwhile. 0, or -1 when out of memory; freed by mig_queued_free */
+int mig_queued_source(struct ferry_vgpu *v, int live, struct ferry_memsync_source *out);
+void mig_queued_free(struct ferry_memsync_source *src);
 uint64_t mig_hash_chunk(void);
 int mig_ahead(struct mig *m);
 /* at the pause: the parts of pairs whose pieces hash differently on the

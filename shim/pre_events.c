@@ -35,7 +35,7 @@ static int recorded_event(void *ctx, const struct ferry_record *rec) {
   return 0;
 }
 
-/* Their timestamps stay on the remote GPU; the offsets between them are
+/* Their timestamps stay on the GPU the vGPU leaves; the offsets between them are
    read now, so cudaEventElapsedTime keeps giving the times the program
    measured (replay records them again locally, so they are complete). */
 int ferry_pre_capture(struct ferry_vgpu *v) {
@@ -53,7 +53,7 @@ int ferry_pre_capture(struct ferry_vgpu *v) {
     if (n) {
       struct ferry_event_elapsed_args a = {pre[0].id, scan.ids[i]};
       struct ferry_event_elapsed_rets r;
-      if (ferry_link_call(&v->link, FERRY_CALL_event_elapsed, &a, &r, NULL)) continue;
+      if (ferry_source_call(v, FERRY_CALL_event_elapsed, &a, &r, NULL)) continue;
       off = r.ms;
     }
     pre[n++] = (struct ferry_pre_event){scan.ids[i], off};
@@ -77,7 +77,7 @@ static long pre_find(struct ferry_vgpu *v, uint32_t id) {
 }
 
 void ferry_pre_forget(struct ferry_vgpu *v, uint32_t id) {
-  if (!__atomic_load_n(&v->moved, __ATOMIC_ACQUIRE) || !__atomic_load_n(&v->npre, __ATOMIC_RELAXED))
+  if (!__atomic_load_n(&v->generation, __ATOMIC_ACQUIRE) || !__atomic_load_n(&v->npre, __ATOMIC_RELAXED))
     return; /* the usual case: nothing to forget, no lock on the event path */
   pthread_mutex_lock(&v->pre_lock);
   long i = pre_find(v, id);
@@ -86,7 +86,7 @@ void ferry_pre_forget(struct ferry_vgpu *v, uint32_t id) {
 }
 
 int ferry_pre_elapsed(struct ferry_vgpu *v, uint32_t a, uint32_t b, float *ms, int *rc) {
-  if (!__atomic_load_n(&v->moved, __ATOMIC_ACQUIRE) || !__atomic_load_n(&v->npre, __ATOMIC_RELAXED))
+  if (!__atomic_load_n(&v->generation, __ATOMIC_ACQUIRE) || !__atomic_load_n(&v->npre, __ATOMIC_RELAXED))
     return 0;
   pthread_mutex_lock(&v->pre_lock);
   long ia = pre_find(v, a), ib = pre_find(v, b);

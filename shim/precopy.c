@@ -33,13 +33,14 @@ uint64_t mig_hash_chunk(void) {
   return c && c % 8 == 0 ? c : 1u << 20;
 }
 
-/* mem-sync's source while the program runs: each request is answered by
-   one call on the program's link (other threads use it too), under the
-   arena lock so that no range is unmapped while the server reads it;
-   ranges freed since the plan come back as zeros (their hashes will
-   differ or they are no longer live) */
-struct precopy_src {
+/* mem-sync's source that answers each request with one call where the
+   vGPU runs (other threads may use it too). While the program runs (live)
+   the call is made under the arena lock, so that no range is unmapped
+   while it is read, and ranges freed since the plan come back as zeros
+   (their hashes will differ or they are no longer live). */
+struct queued_src {
   struct ferry_vgpu *v;
+  int live;
   const uint64_t *pairs[PRECOPY_QUEUE];
   uint32_t n[PRECOPY_QUEUE];
   unsigned head, count;
@@ -47,8 +48,8 @@ struct precopy_src {
   size_t keep_cap;
 };
 
-static int pre_request(void *ctx, const uint64_t *pairs, uint32_t n) {
-  struct precopy_src *s = ctx;
+static int queued_request(void *ctx, const uint64_t *pairs, uint32_t n) {
+  struct queued_src *s = ctx;
   if (s->count == PRECOPY_QUEUE) return -1;
   unsigned i = (s->head + s->count++) % PRECOPY_QUEUE;
   s->pairs[i] = pairs;
@@ -56,20 +57,27 @@ static int pre_request(void *ctx, const uint64_t *pairs, uint32_t n) {
   return 0;
 }
 
-static int pre_receive(void *ctx, void *dst, uint64_t len) {
-  struct precopy_src *s = ctx;
+static int queued_receive(void *ctx, void *dst, uint64_t len) {
+  struct queued_src *s = ctx;
   if (!s->count) return 1;
   const uint64_t *pairs = s->pairs[s->head];
   uint32_t n = s->n[s->head];
   s->head = (s->head + 1) % PRECOPY_QUEUE;
   s->count--;
+  struct ferry_vgpu *v = s->v;
+  if (!s->live) { /* paused: every planned range is mapped */
+    struct ferry_memcpy_dtoh_gather_args a = {.ranges = {pairs, n * 16}};
+    struct ferry_bulk bulk = {.out = dst, .out_len = len};
+    int rc = ferry_source_call(v, FERRY_CALL_memcpy_dtoh_gather, &a, NULL, &bulk);
+    if (rc) return ferry_dead(v) && !ferry_is_local(v) ? -1 : 1;
+    return mig_fault("memsync") ? 1 : 0;
+  }
   if (s->keep_cap < n) {
     uint64_t *k = realloc(s->keep, n * 16);
     if (!k) return 1;
     s->keep = k;
     s->keep_cap = n;
   }
-  struct ferry_vgpu *v = s->v;
   pthread_mutex_lock(&v->arena_lock);
   uint32_t kept = 0;
   uint64_t kept_bytes = 0;
@@ -87,10 +95,10 @@ static int pre_receive(void *ctx, void *dst, uint64_t len) {
     struct ferry_memcpy_dtoh_gather_args a = {.ranges = {s->keep, kept * 16},
                                               .stream = FERRY_WIRE_MEMSYNC_STREAM};
     struct ferry_bulk bulk = {.out = dst, .out_len = kept_bytes};
-    rc = ferry_link_call(&v->link, FERRY_CALL_memcpy_dtoh_gather, &a, NULL, &bulk);
+    rc = ferry_source_call(v, FERRY_CALL_memcpy_dtoh_gather, &a, NULL, &bulk);
   }
   pthread_mutex_unlock(&v->arena_lock);
-  if (rc) return ferry_dead(v) ? -1 : 1;
+  if (rc) return ferry_dead(v) && !ferry_is_local(v) ? -1 : 1;
   if (kept == n) return 0;
   /* spread the kept ranges to their places, last first, zeros between */
   uint64_t packed = kept_bytes, end = len;
@@ -107,6 +115,22 @@ static int pre_receive(void *ctx, void *dst, uint64_t len) {
     }
   }
   return 0;
+}
+
+int mig_queued_source(struct ferry_vgpu *v, int live, struct ferry_memsync_source *out) {
+  struct queued_src *s = calloc(1, sizeof *s);
+  if (!s) return -1;
+  s->v = v;
+  s->live = live;
+  *out = (struct ferry_memsync_source){queued_request, queued_receive, s};
+  return 0;
+}
+
+void mig_queued_free(struct ferry_memsync_source *src) {
+  struct queued_src *s = src->ctx;
+  if (s) free(s->keep);
+  free(s);
+  src->ctx = NULL;
 }
 
 int mig_ahead(struct mig *m) {
@@ -137,13 +161,16 @@ int mig_ahead(struct mig *m) {
   o.buffers = MEMSYNC_BUFFERS;
   o.bufs = m->bufs;
   o.bulk = m->url != NULL;
-  struct precopy_src src = {.v = v};
-  struct ferry_memsync_source source = {pre_request, pre_receive, &src};
+  struct ferry_memsync_source source;
+  if (mig_queued_source(v, 1, &source)) {
+    free(pairs);
+    return 0; /* out of memory: the pause copies everything */
+  }
   struct ferry_memsync_stats ms;
   /* the source reads on a stream of its own that waits for none of the
      program's work (what a kernel writes meanwhile, the hashes catch) */
   struct ferry_stream_create_args sc = {FERRY_WIRE_MEMSYNC_STREAM, 1 /* non-blocking */, 0};
-  int stream = !ferry_link_call(&v->link, FERRY_CALL_stream_create, &sc, NULL, NULL);
+  int stream = !ferry_source_call(v, FERRY_CALL_stream_create, &sc, NULL, NULL);
   if (stream && m->buf_bytes &&
       !ferry_memsync_run(&m->t, pairs, (size_t)n, &source, &o, &ms, why, sizeof why))
     m->precopied = ms.bytes;
@@ -152,7 +179,7 @@ int mig_ahead(struct mig *m) {
                 stream ? why : "no stream on the source");
   if (stream) {
     struct ferry_stream_destroy_args sd = {FERRY_WIRE_MEMSYNC_STREAM};
-    ferry_link_call(&v->link, FERRY_CALL_stream_destroy, &sd, NULL, NULL);
+    ferry_source_call(v, FERRY_CALL_stream_destroy, &sd, NULL, NULL);
   }
   if (m->precopied && mig_fault("precopy_corrupt")) {
     /* tests: the target's copy of every range goes wrong after the copy;
@@ -165,7 +192,7 @@ int mig_ahead(struct mig *m) {
     struct ferry_device_synchronize_args sync = {0};
     mig_tcall(m, FERRY_CALL_device_synchronize, &sync, NULL);
   }
-  free(src.keep);
+  mig_queued_free(&source);
   free(pairs);
   m->precopy_ms = mig_now_ms() - t0 - m->ahead_replay_ms;
   double t1 = mig_now_ms();
@@ -197,7 +224,7 @@ static int hash_side(struct mig *m, int source, const uint64_t *pairs, size_t n,
     struct ferry_mem_hash_args a = {.ranges = {pairs + 2 * first, (uint32_t)((i - first) * 16)},
                                     .chunk = chunk};
     struct ferry_mem_hash_rets r;
-    int rc = source ? ferry_link_call(&m->v->link, FERRY_CALL_mem_hash, &a, &r, NULL)
+    int rc = source ? ferry_source_call(m->v, FERRY_CALL_mem_hash, &a, &r, NULL)
                     : m->t.call(m->t.ctx, FERRY_CALL_mem_hash, &a, &r, NULL);
     if (rc) return rc;
     /* the reply buffer is reused by the next call: copied out now */
@@ -213,7 +240,7 @@ static int hash_side(struct mig *m, int source, const uint64_t *pairs, size_t n,
 static void hash_warm(struct mig *m) {
   struct ferry_mem_hash_args a = {.ranges = {NULL, 0}, .chunk = 8};
   struct ferry_mem_hash_rets r;
-  if (ferry_link_call(&m->v->link, FERRY_CALL_mem_hash, &a, &r, NULL) ||
+  if (ferry_source_call(m->v, FERRY_CALL_mem_hash, &a, &r, NULL) ||
       m->t.call(m->t.ctx, FERRY_CALL_mem_hash, &a, &r, NULL))
     ferry_debug("device %d: the hashing kernel did not load ahead", m->v->index);
 }

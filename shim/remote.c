@@ -550,22 +550,18 @@ int ferry_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets
   return rc;
 }
 
+/* Every call holds the gate shared, wherever the vGPU runs (its server, a
+   ferry-mhelper, or the GPU in this process), and what builds GPU state is
+   recorded in every mode: any vGPU can move again. */
 static int call_now(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
                     const struct ferry_bulk *bulk) {
-  if (ferry_is_local(v)) {
-    if (ferry_stale(v)) return FERRY_STALE;
-    return carried(v, call, ferry_local_call(v, call, args, rets, bulk));
-  }
   pthread_rwlock_rdlock(&v->gate);
   if (ferry_stale(v)) {
     pthread_rwlock_unlock(&v->gate);
     return FERRY_STALE;
   }
-  if (ferry_is_local(v)) { /* it moved while this call waited */
-    pthread_rwlock_unlock(&v->gate);
-    return carried(v, call, ferry_local_call(v, call, args, rets, bulk));
-  }
-  int rc = ferry_link_call(&v->link, call, args, rets, bulk);
+  int rc = ferry_is_local(v) ? ferry_local_call(v, call, args, rets, bulk)
+                             : ferry_link_call(&v->link, call, args, rets, bulk);
   if (!rc && (ferry_calls[call].flags & RECORD) &&
       ferry_record(&v->log, call, args, rets, bulk ? bulk->in : NULL, bulk ? bulk->in_len : 0)) {
     if (!v->log_broken) ferry_log("device %d: out of memory while recording; it cannot migrate", v->index);
@@ -574,6 +570,12 @@ static int call_now(struct ferry_vgpu *v, unsigned call, const void *args, void 
   rc = carried(v, call, rc);
   pthread_rwlock_unlock(&v->gate);
   return rc;
+}
+
+int ferry_source_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
+                      const struct ferry_bulk *bulk) {
+  return ferry_is_local(v) ? ferry_local_call(v, call, args, rets, bulk)
+                           : ferry_link_call(&v->link, call, args, rets, bulk);
 }
 
 int ferry_helper_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
@@ -597,8 +599,7 @@ int ferry_call_deferred(struct ferry_vgpu *v, void *dst, const struct ferry_memc
   if (ferry_stale(v)) {
     rc = FERRY_STALE;
   } else if (ferry_is_local(v)) {
-    pthread_rwlock_unlock(&v->gate);
-    return ferry_local_copy(v, dst, (const void *)(uintptr_t)a->src, a->size, 2, a->stream, 1);
+    rc = ferry_local_copy_held(v, dst, (const void *)(uintptr_t)a->src, a->size, 2, a->stream, 1);
   } else {
     struct ferry_memcpy_dtoh_async_args t = *a;
     t.token = ferry_defer(&v->link, dst, a->size);

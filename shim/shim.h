@@ -96,17 +96,17 @@ struct ferry_vgpu {
   int primary_active;
 
   /* migration (migrate.c, local.c). Every call holds `gate` shared while it
-     runs over the link; a migration holds it exclusively, so new calls wait
-     while the vGPU moves. Once `local` is set (never unset) calls go to the
-     in-process executor and skip the gate; a vGPU moved onto a
-     ferry-mhelper keeps using the gate and its (new) link. */
+     runs; a migration holds it exclusively, so new calls wait while the
+     vGPU moves. While `local` is set calls go to the in-process executor
+     `lx`, else over `link` (a server, or a ferry-mhelper); both are set and
+     cleared under the gate held exclusively (and migrate.c's lock). */
   pthread_rwlock_t gate;
   int local;                 /* atomic */
   int moved;                 /* atomic: it left its server (in-process or helper) */
   int inproc_gpu;            /* the local GPU it runs on (or moves to) in this process, else -1
                                 (under migrate.c's lock) */
-  struct ferry_local *lx;    /* the local executor, once local */
-  struct ferry_recorder log; /* RECORD calls while remote */
+  struct ferry_local *lx;    /* the local executor, while local */
+  struct ferry_recorder log; /* RECORD calls, in every mode */
   int log_broken;            /* a record was lost (out of memory): no migration */
   int carry_error;           /* an async error met while draining, for the next sync call */
   int placeholder;           /* the arena's PROT_NONE placeholder is in place */
@@ -174,6 +174,11 @@ int ferry_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets
    while v runs on one, else FERRY_NOT_HELPER */
 #define FERRY_NOT_HELPER (-3)
 int ferry_helper_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
+                      const struct ferry_bulk *bulk);
+/* a migration's call to where v runs now (its link, or the GPU in this
+   process): no gate (the migration holds it, or runs beside the program)
+   and nothing recorded */
+int ferry_source_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
                       const struct ferry_bulk *bulk);
 /* ---- links (remote.c): the same for a vGPU's own link and for a
    migration's target link, which nobody else sees yet ---- */
@@ -360,6 +365,8 @@ void ferry_host_forget_helper(int vgpu);
 /* page-locks the program's pinned host buffers with a local driver, so that
    its asynchronous copies stay asynchronous after a migration */
 void ferry_host_register_local(struct ferry_local *L);
+/* L closes: the buffers it page-locked are unlocked, the next local GPU locks them */
+void ferry_host_forget_local(struct ferry_local *L);
 
 /* ---- copies through shared memory to a ferry-mhelper (shmcopy.c) ---- */
 /* staging buffers for l's pageable copies, page-locked in its helper */
@@ -386,12 +393,19 @@ static inline int ferry_is_local(const struct ferry_vgpu *v) {
 /* ferry_call for a local vGPU */
 int ferry_local_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
                      const struct ferry_bulk *bulk);
-/* 1D copies straight through the driver (no staging); kind: 1 H2D, 2 D2H, 3 D2D */
+/* 1D copies straight through the driver (no staging); kind: 1 H2D, 2 D2H,
+   3 D2D. Under v's gate; FERRY_NOT_LOCAL when v left this process meanwhile
+   (the caller takes the remote path) */
+#define FERRY_NOT_LOCAL (-4)
 int ferry_local_copy(struct ferry_vgpu *v, void *dst, const void *src, uint64_t n, int kind,
                      uint32_t stream, int async);
+/* the same, for a caller that holds v's gate and found v local */
+int ferry_local_copy_held(struct ferry_vgpu *v, void *dst, const void *src, uint64_t n, int kind,
+                          uint32_t stream, int async);
 /* opens a local GPU for v (placeholder released just before the arena is
    reserved); NULL with a reason */
 struct ferry_local *ferry_local_open(struct ferry_vgpu *v, int gpu, char *err, size_t errlen);
+/* closes it: its memory is gone (the caller reserves the placeholder again) */
 void ferry_local_close(struct ferry_local *L);
 /* page-locks host memory with L's driver; 0 or -1 (copies then stay synchronous) */
 int ferry_local_host_lock(struct ferry_local *L, void *p, size_t n);

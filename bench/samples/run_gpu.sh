@@ -26,6 +26,9 @@
 #   START_LOCAL=1     the ferry and migrated runs start on local GPU 0
 #                     (FERRY_DEVICES=local:0, in a ferry-mhelper) and the
 #                     migrated ones move to the server (local to remote)
+#   ROUND_TRIP=1      the migrated runs move into the program's own process
+#                     (local GPU 0) at half the point, and back to the
+#                     server at the point (in-process local to remote)
 #   MIGRATE_PCTS="50" where the migrated runs move (per cent of the ferry
 #                     run's launches); 50 is mode "migrated", others
 #                     "migrated<pct>" (report.py notes them)
@@ -259,7 +262,11 @@ job() {
       [ "$k" -ge 1 ] || k=1
       mode=migrated
       [ "$pct" = 50 ] || mode=migrated$pct
-      run_one "$name" "$b" "$mode" "FERRY_MIGRATE_AT=0:$target:launch=$k"
+      if [ "${ROUND_TRIP:-0}" = 1 ] && [ "$k" -ge 2 ]; then
+        run_one "$name" "$b" "$mode" "FERRY_MIGRATE_AT=0:0:launch=$((k / 2)),0:$devices:launch=$k"
+      else
+        run_one "$name" "$b" "$mode" "FERRY_MIGRATE_AT=0:$target:launch=$k"
+      fi
     done
   fi
   for m in native ferry migrated; do

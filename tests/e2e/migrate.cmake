@@ -7,7 +7,7 @@ set_target_properties(ctl_client PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BIN
 
 set(FERRY_MIGRATE_CASES at_random threads control bad_control fail_absent fail_full
     texture fail_reserve fail_replay fail_memsync fail_vars bad_at status_during to_server
-    to_server_fail prepare precopy)
+    to_server_fail prepare precopy from_process)
 foreach(case ${FERRY_MIGRATE_CASES})
   add_test(NAME e2e_migrate_${case}
            COMMAND sh ${CMAKE_SOURCE_DIR}/tests/e2e/migrate.sh ${CMAKE_BINARY_DIR} ${case})

@@ -321,12 +321,104 @@ to_server)
   json_has backend '"remote"'
   grep -q "\"where\": *\"$b" "$work/status.log" || fail "status does not show $b"
   "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/migrate2.log" 2>&1 || fail "ferry migrate to the local GPU exited $?"
-  # a local vGPU does not go back to a server (yet): refused in words
-  "$bin/ferry" migrate --pid "$pid" 0 "$a" >"$work/back.log" 2>&1 && fail "a move from local back to $a succeeded"
-  grep -q "not supported yet" "$work/back.log" || fail "the refusal does not say why"
+  # from the GPU in this process back to a server, threads still running
+  "$bin/ferry" migrate --pid "$pid" 0 "$a" >"$work/back.log" 2>&1 || fail "the move from local back to $a exited $? ($(cat "$work/back.log"))"
+  status_json
+  json_has backend '"remote"'
+  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/migrate3.log" 2>&1 || fail "the second move to the local GPU exited $?"
   finish
   passed ctl "$rc"
-  migrated ctl
+  [ "$(grep -c "now runs on local GPU 0" "$work/ctl.err")" = 2 ] || fail "expected two moves to the local GPU"
+  expect_in ctl.err "ferry: device 0 now runs on $a"
+  expect_not_in ctl.err "migration of device .* failed"
+  ;;
+from_process)
+  # a vGPU that runs on the GPU in this process moves on: back to a server,
+  # to another one, again and again; with copying ahead, prepare, faults
+  start_server
+  a=$FERRY_DEVICES
+  start_sim_server
+  b="tcp://127.0.0.1:$port/0"
+  reference 40
+  rc=$(FERRY_MIGRATE_AT="0:0:launch=20,0:$b:launch=60,0:0:launch=100,0:$a:launch=140,0:0:launch=180" \
+    run chain migrate_iter 40)
+  passed chain "$rc"
+  [ "$(value chain checksum)" = "$want" ] || fail "checksum after local, remote, local, remote, local differs"
+  [ "$(grep -c "now runs on local GPU 0" "$work/chain.err")" = 3 ] || fail "expected three moves to the local GPU"
+  [ "$(grep -c "now runs on tcp://" "$work/chain.err")" = 2 ] || fail "expected two moves back to servers"
+  expect_not_in chain.err "migration of device .* failed"
+  # stats: precopied unchanged copied, of the last migration
+  stats() {
+    line=$(grep "migration stats:" "$work/$1.err" | tail -n 1)
+    [ -n "$line" ] || fail "$1: no migration stats"
+    pre=$(echo "$line" | sed -n 's/.* bytes_precopied=\([0-9]*\).*/\1/p')
+    same=$(echo "$line" | sed -n 's/.* bytes_unchanged=\([0-9]*\).*/\1/p')
+    copied=$(echo "$line" | sed -n 's/.* bytes=\([0-9]*\).*/\1/p')
+  }
+  # the way back copies ahead too: what kernels change after that copy,
+  # or what goes wrong on the target, is found by hash and copied again
+  for fault in precopy_stall precopy_corrupt; do
+    FERRY_STATS=1 FERRY_FAULT=$fault@2 start "$fault" migrate_iter 1000000 2000 "$work/stop"
+    "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/$fault.in" 2>&1 || fail "$fault: the move in exited $?"
+    sleep 0.2
+    "$bin/ferry" migrate --pid "$pid" 0 "$b" >"$work/$fault.mig" 2>&1 ||
+      fail "$fault: the move out exited $? ($(cat "$work/$fault.mig"))"
+    sleep 0.2
+    finish
+    passed "$fault" "$rc"
+    same_result "$fault"
+    stats "$fault"
+    expect_in "$fault.err" "ferry: device 0 now runs on $b"
+    [ "${pre:-0}" -gt 0 ] || fail "$fault: nothing was copied before the hold"
+    [ "${copied:-0}" -gt 0 ] || fail "$fault: the pause copied nothing again"
+    [ "${same:-0}" -lt "$pre" ] || fail "$fault: every copied byte counted as unchanged"
+  done
+  # prepared on a server while local; cancel, prepare again, migrate
+  FERRY_STATS=1 start prep migrate_iter 1000000 2000 "$work/stop"
+  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/prep.in" 2>&1 || fail "the move in exited $?"
+  "$bin/ferry" migrate --prepare --pid "$pid" 0 "$b" >"$work/prep.log" 2>&1 || fail "prepare to $b exited $? ($(cat "$work/prep.log"))"
+  "$bin/ferry" migrate --cancel --pid "$pid" 0 >"$work/cancel.log" 2>&1 || fail "cancel exited $?"
+  "$bin/ferry" migrate --prepare --pid "$pid" 0 "$b" >"$work/prep.log" 2>&1 || fail "the second prepare exited $?"
+  status_json
+  json_has backend '"local"'
+  json_has prepared "\"$b"
+  sleep 0.2
+  "$bin/ferry" migrate --pid "$pid" 0 "$b" >"$work/prep.mig" 2>&1 || fail "the migration after prepare exited $?"
+  status_json
+  json_has backend '"remote"'
+  finish
+  passed prep "$rc"
+  same_result prep
+  grep "migration stats:" "$work/prep.err" | tail -n 1 | grep -q " setup_ms=0.000 " ||
+    fail "the migration to $b opened its own target"
+  # the target server dies in the pause: the program goes on in this process
+  start_sim_server
+  c="tcp://127.0.0.1:$port/0" cpid=$server_pid
+  FERRY_FAULT=pause_stall@2 start killed migrate_iter 1000000 2000 "$work/stop"
+  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/killed.in" 2>&1 || fail "the move in exited $?"
+  "$bin/ferry" migrate --pid "$pid" 0 "$c" >"$work/killed.mig" 2>&1 &
+  mig=$!
+  wait_for "the hold" sh -c "\"$bin/ferry\" status --pid $pid --json | grep -q '\"phase\": *\"drain\"'"
+  kill "$cpid"
+  wait "$cpid" 2>/dev/null
+  wait "$mig" && fail "the migration to a server killed in the pause succeeded"
+  status_json
+  json_has backend '"local"'
+  json_has state '"failed"'
+  finish
+  passed killed "$rc"
+  same_result killed
+  expect_in killed.err "ferry: migration of device 0 to $c failed: "
+  # FERRY_PRECOPY=0, and a device that never moved is refused a second local move
+  FERRY_STATS=1 FERRY_PRECOPY=0 start off migrate_threads 1000000 500 "$work/stop"
+  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/off.in" 2>&1 || fail "the move in exited $?"
+  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/again.log" 2>&1 && fail "a second move to the local GPU succeeded"
+  grep -q "already runs on a local GPU" "$work/again.log" || fail "the refusal does not say why"
+  "$bin/ferry" migrate --pid "$pid" 0 "$b" >"$work/off.mig" 2>&1 || fail "the move out exited $?"
+  finish
+  passed off "$rc"
+  stats off
+  [ "$pre" = 0 ] || fail "FERRY_PRECOPY=0 still copied $pre bytes before the hold"
   ;;
 to_server_fail)
   # a target that cannot take the vGPU: one line, the program goes on where it was
