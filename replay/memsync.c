@@ -4,6 +4,7 @@
  */
 #include "replay/memsync.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,17 +70,64 @@ struct batch {
 };
 
 /* the target's side: a stream of its own and an event per buffer, under
-   ids that ferry keeps for itself (protocol/wire.h) */
+   ids that ferry keeps for itself (protocol/wire.h). When the bytes travel
+   with the copies (bulk), a buffer is free again once its copies are sent:
+   a thread sends each filled buffer while the source fills the next one, so
+   reading the source and sending to the target overlap. */
 struct engine {
   const struct ferry_target *t;
   unsigned nbuf;
   int bulk; /* copies carry their bytes */
   int stream, events; /* created: the stream, and this many events */
   int busy[MAX_BUFFERS];
+  /* bulk: the sender thread and the buffers it has to send, in order */
+  pthread_t sender;
+  int sender_on, quit, send_rc;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  struct send_job {
+    const char *buf;
+    const uint64_t *pieces;
+    size_t n;
+  } job[MAX_BUFFERS];
+  int queued[MAX_BUFFERS];
+  unsigned next;
 };
 
 static int tcall(struct engine *e, unsigned call, const void *args) {
   return e->t->call(e->t->ctx, call, args, NULL, NULL);
+}
+
+static int send_pieces(struct engine *e, const struct send_job *j) {
+  const char *buf = j->buf;
+  int rc = 0;
+  for (size_t k = 0; k < j->n && !rc; k++) {
+    struct ferry_memcpy_htod_async_args a = {j->pieces[2 * k], FERRY_WIRE_MEMSYNC_STREAM};
+    struct ferry_bulk b = {.in = buf, .in_len = j->pieces[2 * k + 1]};
+    rc = e->t->call(e->t->ctx, FERRY_CALL_memcpy_htod_async, &a, NULL, &b);
+    buf += j->pieces[2 * k + 1];
+  }
+  return rc;
+}
+
+static void *sender_main(void *arg) {
+  struct engine *e = arg;
+  pthread_mutex_lock(&e->mu);
+  for (;;) {
+    while (!e->queued[e->next] && !e->quit) pthread_cond_wait(&e->cv, &e->mu);
+    if (!e->queued[e->next]) break;
+    struct send_job j = e->job[e->next];
+    int failed = e->send_rc;
+    pthread_mutex_unlock(&e->mu);
+    int rc = failed ? 0 : send_pieces(e, &j); /* after a failure nothing more is sent */
+    pthread_mutex_lock(&e->mu);
+    if (rc && !e->send_rc) e->send_rc = rc;
+    e->queued[e->next] = 0;
+    e->next = (e->next + 1) % e->nbuf;
+    pthread_cond_broadcast(&e->cv);
+  }
+  pthread_mutex_unlock(&e->mu);
+  return NULL;
 }
 
 static int engine_open(struct engine *e) {
@@ -87,6 +135,16 @@ static int engine_open(struct engine *e) {
   int rc = tcall(e, FERRY_CALL_stream_create, &sc);
   if (rc) return rc;
   e->stream = 1;
+  if (e->bulk) { /* no events: the sender says when a buffer is free */
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    e->sender_on = !pthread_create(&e->sender, NULL, sender_main, e);
+    if (!e->sender_on) {
+      pthread_mutex_destroy(&e->mu);
+      pthread_cond_destroy(&e->cv);
+    }
+    return 0;
+  }
   for (unsigned i = 0; i < e->nbuf; i++) {
     struct ferry_event_create_args ec = {FERRY_WIRE_MEMSYNC_EVENT0 + i, 2 /* no timing */};
     if ((rc = tcall(e, FERRY_CALL_event_create, &ec))) return rc;
@@ -95,8 +153,15 @@ static int engine_open(struct engine *e) {
   return 0;
 }
 
-/* waits until the copies out of buffer i are done */
+/* waits until the copies out of buffer i are done (bulk: sent) */
 static int engine_wait(struct engine *e, unsigned i) {
+  if (e->sender_on) {
+    pthread_mutex_lock(&e->mu);
+    while (e->queued[i]) pthread_cond_wait(&e->cv, &e->mu);
+    int rc = e->send_rc;
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+  }
   if (!e->busy[i]) return 0;
   e->busy[i] = 0;
   struct ferry_event_synchronize_args a = {FERRY_WIRE_MEMSYNC_EVENT0 + i};
@@ -105,6 +170,16 @@ static int engine_wait(struct engine *e, unsigned i) {
 
 static void engine_close(struct engine *e) {
   for (unsigned i = 0; i < e->nbuf; i++) engine_wait(e, i);
+  if (e->sender_on) {
+    pthread_mutex_lock(&e->mu);
+    e->quit = 1;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    pthread_join(e->sender, NULL);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    e->sender_on = 0;
+  }
   for (int i = 0; i < e->events; i++) {
     struct ferry_event_destroy_args a = {FERRY_WIRE_MEMSYNC_EVENT0 + (uint32_t)i};
     tcall(e, FERRY_CALL_event_destroy, &a);
@@ -115,20 +190,24 @@ static void engine_close(struct engine *e) {
   }
 }
 
-/* the copies out of buffer i, then its event */
+/* the copies out of buffer i, then its event (bulk: handed to the sender) */
 static int engine_put(struct engine *e, unsigned i, const char *buf, const uint64_t *pieces,
                       size_t n) {
+  if (e->sender_on) {
+    pthread_mutex_lock(&e->mu);
+    e->job[i] = (struct send_job){buf, pieces, n};
+    e->queued[i] = 1;
+    pthread_cond_broadcast(&e->cv);
+    int rc = e->send_rc;
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+  }
+  if (e->bulk) return send_pieces(e, &(struct send_job){buf, pieces, n});
   int rc = 0;
   for (size_t j = 0; j < n && !rc; j++) {
-    if (e->bulk) {
-      struct ferry_memcpy_htod_async_args a = {pieces[2 * j], FERRY_WIRE_MEMSYNC_STREAM};
-      struct ferry_bulk b = {.in = buf, .in_len = pieces[2 * j + 1]};
-      rc = e->t->call(e->t->ctx, FERRY_CALL_memcpy_htod_async, &a, NULL, &b);
-    } else {
-      struct ferry_memcpy_htod_host_args a = {pieces[2 * j], (uint64_t)(uintptr_t)buf,
-                                              pieces[2 * j + 1], FERRY_WIRE_MEMSYNC_STREAM};
-      rc = tcall(e, FERRY_CALL_memcpy_htod_host, &a);
-    }
+    struct ferry_memcpy_htod_host_args a = {pieces[2 * j], (uint64_t)(uintptr_t)buf,
+                                            pieces[2 * j + 1], FERRY_WIRE_MEMSYNC_STREAM};
+    rc = tcall(e, FERRY_CALL_memcpy_htod_host, &a);
     buf += pieces[2 * j + 1];
   }
   struct ferry_event_record_args r = {FERRY_WIRE_MEMSYNC_EVENT0 + i, FERRY_WIRE_MEMSYNC_STREAM};
@@ -224,6 +303,7 @@ int ferry_memsync_run(const struct ferry_target *t, const uint64_t *pairs, size_
     done += batches[b].bytes;
     if (o->progress) o->progress(o->progress_ctx, done, total);
   }
+  for (unsigned i = 0; i < nbuf && !rc && !r && e.sender_on; i++) r = engine_wait(&e, i);
   if (!rc && !r) {
     struct ferry_stream_synchronize_args a = {FERRY_WIRE_MEMSYNC_STREAM};
     r = tcall(&e, FERRY_CALL_stream_synchronize, &a);

@@ -28,6 +28,7 @@ struct mig {
   int helper;               /* onto a ferry-mhelper, else in this process */
   const struct ferry_url *url; /* onto another server session instead (remote to remote) */
   struct ferry_local *L;    /* in this process */
+  struct ferry_local *left; /* the one the vGPU left, closed after the hold */
   struct ferry_link *tl;    /* the helper's (or new server's) link until the switch */
   struct ferry_target t;
   double t_phase, t_hold;

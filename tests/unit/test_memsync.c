@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "replay/memsync.h"
@@ -190,6 +191,68 @@ static void failed_transfer_still_reads_every_answer(void **state) {
   ferry_exec_close(ex);
 }
 
+/* bulk: a target whose copies carry their bytes (another server), slowed
+   down so that a buffer reused before its bytes left would show */
+static int sending_now, overlap_seen;
+static int slow_bulk_call(void *ctx, unsigned call, const void *args, void *rets,
+                          const struct ferry_bulk *bulk) {
+  const struct ferry_target *inner = ctx;
+  if (call != FERRY_CALL_memcpy_htod_async) return inner->call(inner->ctx, call, args, rets, bulk);
+  __atomic_store_n(&sending_now, 1, __ATOMIC_SEQ_CST);
+  nanosleep(&(struct timespec){0, 2000000}, NULL);
+  int rc = inner->call(inner->ctx, call, args, rets, bulk);
+  __atomic_store_n(&sending_now, 0, __ATOMIC_SEQ_CST);
+  return rc;
+}
+static int noting_receive(void *ctx, void *dst, uint64_t len) {
+  if (__atomic_load_n(&sending_now, __ATOMIC_SEQ_CST)) overlap_seen = 1;
+  return fake_receive(ctx, dst, len);
+}
+
+static void bulk_copies_overlap_reading_and_sending(void **state) {
+  (void)state;
+  struct ferry_exec *ex = open_sim();
+  map(ex, ARENA, 8 * MiB);
+  uint64_t pairs[] = {ARENA, 8 * MiB - 5};
+  struct ferry_memsync_opts o;
+  ferry_memsync_defaults(&o);
+  o.batch_bytes = 1 * MiB;
+  o.bulk = 1;
+  give_buffers(&o);
+  struct fake_src s = {0};
+  struct ferry_memsync_source src = {fake_request, noting_receive, &s};
+  struct ferry_memsync_stats st;
+  char err[256] = "";
+  struct ferry_target inner = ferry_exec_target(ex);
+  struct ferry_target slow = {slow_bulk_call, &inner};
+  overlap_seen = 0;
+  assert_int_equal(ferry_memsync_run(&slow, pairs, 1, &src, &o, &st, err, sizeof err), 0);
+  assert_int_equal(st.bytes, 8 * MiB - 5);
+  assert_int_equal(s.received, s.sent);
+  check(ex, ARENA, 8 * MiB - 5); /* no buffer was refilled while its bytes were sent */
+  assert_true(overlap_seen);     /* the next batch was read while one was sent */
+  ferry_exec_close(ex);
+}
+
+static void bulk_copy_failure_is_reported(void **state) {
+  (void)state;
+  struct ferry_exec *ex = open_sim();
+  uint64_t pairs[] = {ARENA + 64 * MiB, 4 * MiB}; /* never mapped on the target */
+  struct ferry_memsync_opts o;
+  ferry_memsync_defaults(&o);
+  o.batch_bytes = 1 * MiB;
+  o.bulk = 1;
+  give_buffers(&o);
+  struct fake_src s = {0};
+  struct ferry_memsync_source src = {fake_request, fake_receive, &s};
+  struct ferry_memsync_stats st;
+  char err[256] = "";
+  assert_int_not_equal(run(ex, pairs, 1, &src, &o, &st, err, sizeof err), 0);
+  assert_non_null(strstr(err, "target GPU"));
+  assert_int_equal(s.received, s.sent); /* the source's connection stays in step */
+  ferry_exec_close(ex);
+}
+
 static void local_copy_failure_is_reported(void **state) {
   (void)state;
   struct ferry_exec *ex = open_sim();
@@ -263,6 +326,8 @@ int main(void) {
       cmocka_unit_test(copies_every_byte_in_pipelined_batches),
       cmocka_unit_test(failed_transfer_still_reads_every_answer),
       cmocka_unit_test(local_copy_failure_is_reported),
+      cmocka_unit_test(bulk_copies_overlap_reading_and_sending),
+      cmocka_unit_test(bulk_copy_failure_is_reported),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
