@@ -115,12 +115,17 @@ static void parse_at(void) {
 
 void ferry_migrate_at_check(void) { pthread_once(&at_once, parse_at); }
 
+/* one listed migration at a time: with several threads launching, the
+   next point can come while the last one still moves the vGPU */
+static pthread_mutex_t at_lock = PTHREAD_MUTEX_INITIALIZER;
+
 void ferry_migrate_at_launch(int vgpu) {
   pthread_once(&at_once, parse_at);
   struct ferry_vgpu *v = &ferry.vgpus[vgpu];
   uint64_t n = __atomic_add_fetch(&v->launches, 1, __ATOMIC_RELAXED);
   for (int i = 0; i < nat; i++) {
     if (at_list[i].vgpu != vgpu || n != at_list[i].launch) continue;
+    pthread_mutex_lock(&at_lock);
     char err[300];
     int started;
     /* a refusal is said here: nobody else would see it */
@@ -131,5 +136,6 @@ void ferry_migrate_at_launch(int vgpu) {
       else snprintf(target, sizeof target, "local GPU %d", a->gpu);
       ferry_log("migration of device %d to %s failed: %s", vgpu, target, err);
     }
+    pthread_mutex_unlock(&at_lock);
   }
 }

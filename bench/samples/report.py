@@ -218,6 +218,39 @@ def main(outdir):
                 line.append(f"{m} {s['ok']}/{s['n']} pass{extra}")
         if line:
             print(f"- **{build}**: " + ", ".join(line))
+    moves_table(outdir, runs, names)
+
+
+def moves_table(outdir, runs, names):
+    """Per build and migration point: the runs that moved once, twice or
+    more (ROUND_TRIP=1 moves in and out again), and of those that moved
+    every time asked, how many passed with the native output."""
+    rows = []
+    for build in BUILDS:
+        for pct, mode in ((25, "migrated25"), (50, "migrated"), (75, "migrated75")):
+            c = dict(n=0, once=0, twice=0, ok=0)
+            for name in names:
+                run = runs.get((name, build, mode))
+                if not run or run.get("rc") == "skip":
+                    continue
+                c["n"] += 1
+                moved = int(run.get("moved", "0") or 0)
+                asked = run.get("FERRY_MIGRATE_AT", "").count(",") + 1
+                c["once"] += moved == 1
+                c["twice"] += moved >= 2
+                base = os.path.join(outdir, f"{name}.{build}")
+                same = compare(read(base + ".native.out"), read(f"{base}.{mode}.out"))
+                if moved >= asked and result(run).startswith("PASS") and same != "DIFFERS":
+                    c["ok"] += 1
+            if c["n"]:
+                rows.append((build, pct, c))
+    if not rows:
+        return
+    print("\n## Moves\n")
+    print("| build | at | runs | moved once | moved twice or more | moved every time asked, pass, output as native |")
+    print("|---|---|---|---|---|---|")
+    for build, pct, c in rows:
+        print(f"| {build} | {pct} % | {c['n']} | {c['once']} | {c['twice']} | {c['ok']} |")
 
 
 if __name__ == "__main__":

@@ -27,8 +27,9 @@
 #                     (FERRY_DEVICES=local:0, in a ferry-mhelper) and the
 #                     migrated ones move to the server (local to remote)
 #   ROUND_TRIP=1      the migrated runs move into the program's own process
-#                     (local GPU 0) at half the point, and back to the
-#                     server at the point (in-process local to remote)
+#                     (local GPU 0) at half the point (at least launch 1),
+#                     and back to the server at the point (in-process
+#                     local to remote)
 #   MIGRATE_PCTS="50" where the migrated runs move (per cent of the ferry
 #                     run's launches); 50 is mode "migrated", others
 #                     "migrated<pct>" (report.py notes them)
@@ -262,8 +263,8 @@ job() {
       [ "$k" -ge 1 ] || k=1
       mode=migrated
       [ "$pct" = 50 ] || mode=migrated$pct
-      if [ "${ROUND_TRIP:-0}" = 1 ] && [ "$k" -ge 2 ]; then
-        run_one "$name" "$b" "$mode" "FERRY_MIGRATE_AT=0:0:launch=$((k / 2)),0:$devices:launch=$k"
+      if [ "${ROUND_TRIP:-0}" = 1 ]; then # (k = 1: in and out before the first launch)
+        run_one "$name" "$b" "$mode" "FERRY_MIGRATE_AT=0:0:launch=$(( k / 2 ? k / 2 : 1 )),0:$devices:launch=$k"
       else
         run_one "$name" "$b" "$mode" "FERRY_MIGRATE_AT=0:$target:launch=$k"
       fi

@@ -347,6 +347,12 @@ from_process)
   [ "$(grep -c "now runs on local GPU 0" "$work/chain.err")" = 3 ] || fail "expected three moves to the local GPU"
   [ "$(grep -c "now runs on tcp://" "$work/chain.err")" = 2 ] || fail "expected two moves back to servers"
   expect_not_in chain.err "migration of device .* failed"
+  # four threads launch: the second point comes while the first move runs,
+  # and waits for it instead of being refused
+  rc=$(FERRY_MIGRATE_AT="0:0:launch=100,0:$b:launch=101" run close migrate_threads 300)
+  passed close "$rc"
+  [ "$(grep -c "now runs on" "$work/close.err")" = 2 ] || fail "expected two moves, one right after the other"
+  expect_not_in close.err "migration of device .* failed"
   # stats: precopied unchanged copied, of the last migration
   stats() {
     line=$(grep "migration stats:" "$work/$1.err" | tail -n 1)
