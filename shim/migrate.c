@@ -326,7 +326,7 @@ static int memsync(struct mig *m, uint64_t *bytes) {
     mig_buffers_close(m);
     rc = mig_buffers_open(m, mig_buffer_size(total));
   }
-  o.batch_bytes = m->buf_bytes ? m->buf_bytes : MEMSYNC_MAX_BUFFER;
+  o.batch_bytes = m->buf_bytes ? m->buf_bytes : mig_buffer_max();
   o.bulk = m->url != NULL;
   /* a server's replies are pipelined; the GPU in this process answers at once */
   struct remote_src src = {&v->link, 0};

@@ -105,7 +105,9 @@ void mig_close_link(struct mig *m);
    replayed and the live regions copied there */
 int mig_open_ahead(struct mig *m);
 void mig_close_opened(struct mig *m);
-/* mem-sync's two buffers on the target: sized for total bytes, at most 16 MiB each */
+/* mem-sync's two buffers on the target: sized for total bytes, at most
+   mig_buffer_max() each (FERRY_MEMSYNC_BUFFER, 16 MiB by default) */
+uint64_t mig_buffer_max(void);
 uint64_t mig_buffer_size(uint64_t total);
 int mig_buffers_open(struct mig *m, uint64_t bytes);
 int mig_buffers_ahead(struct mig *m);

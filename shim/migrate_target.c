@@ -88,12 +88,29 @@ int mig_open_local(struct mig *m) {
 }
 
 
-/* a buffer for total bytes: page-rounded, at most 16 MiB (page-locking is
-   paid per byte, and 2 x 16 MiB cost milliseconds where one 4 KiB region
-   needs a page) */
+/* FERRY_MEMSYNC_BUFFER: the largest buffer (bytes, 1 MiB to 256 MiB; 16 MiB
+   by default): one request's bytes, so fewer, larger requests */
+uint64_t mig_buffer_max(void) {
+  static uint64_t max;
+  if (!max) {
+    const char *e = getenv("FERRY_MEMSYNC_BUFFER");
+    char *end = NULL;
+    unsigned long long v = e && *e ? strtoull(e, &end, 0) : 0;
+    if (e && *e && (*end || v < (1u << 20) || v > (256u << 20))) {
+      ferry_log("FERRY_MEMSYNC_BUFFER=%s ignored: expected bytes from 1048576 to 268435456", e);
+      v = 0;
+    }
+    max = v ? v / 4096 * 4096 : MEMSYNC_MAX_BUFFER;
+  }
+  return max;
+}
+
+/* a buffer for total bytes: page-rounded, at most mig_buffer_max()
+   (page-locking is paid per byte, and 2 x 16 MiB cost milliseconds where
+   one 4 KiB region needs a page) */
 uint64_t mig_buffer_size(uint64_t total) {
-  uint64_t page = 4096, need = (total + page - 1) / page * page;
-  return need < page ? page : need > MEMSYNC_MAX_BUFFER ? MEMSYNC_MAX_BUFFER : need;
+  uint64_t page = 4096, need = (total + page - 1) / page * page, max = mig_buffer_max();
+  return need < page ? page : need > max ? max : need;
 }
 
 void mig_buffers_close(struct mig *m) {

@@ -340,9 +340,12 @@ from_process)
   start_sim_server
   b="tcp://127.0.0.1:$port/0"
   reference 40
-  rc=$(FERRY_MIGRATE_AT="0:0:launch=20,0:$b:launch=60,0:0:launch=100,0:$a:launch=140,0:0:launch=180" \
+  # (1 MiB buffers: each move's mem-sync in several requests)
+  rc=$(FERRY_MEMSYNC_BUFFER=1048576 \
+    FERRY_MIGRATE_AT="0:0:launch=20,0:$b:launch=60,0:0:launch=100,0:$a:launch=140,0:0:launch=180" \
     run chain migrate_iter 40)
   passed chain "$rc"
+  expect_not_in chain.err "FERRY_MEMSYNC_BUFFER"
   [ "$(value chain checksum)" = "$want" ] || fail "checksum after local, remote, local, remote, local differs"
   [ "$(grep -c "now runs on local GPU 0" "$work/chain.err")" = 3 ] || fail "expected three moves to the local GPU"
   [ "$(grep -c "now runs on tcp://" "$work/chain.err")" = 2 ] || fail "expected two moves back to servers"
@@ -353,6 +356,11 @@ from_process)
   passed close "$rc"
   [ "$(grep -c "now runs on" "$work/close.err")" = 2 ] || fail "expected two moves, one right after the other"
   expect_not_in close.err "migration of device .* failed"
+  # a buffer size out of range: one line, the default used
+  rc=$(FERRY_MEMSYNC_BUFFER=4k FERRY_MIGRATE_AT="0:0:launch=20" run badbuf migrate_iter 10)
+  passed badbuf "$rc"
+  [ "$(grep -c "FERRY_MEMSYNC_BUFFER=4k ignored" "$work/badbuf.err")" = 1 ] || fail "a bad FERRY_MEMSYNC_BUFFER is not said once"
+  expect_in badbuf.err "now runs on local GPU 0"
   # stats: precopied unchanged copied, of the last migration
   stats() {
     line=$(grep "migration stats:" "$work/$1.err" | tail -n 1)
