@@ -100,13 +100,13 @@ def main(out):
     print("mem-sync in the pause (all copied there): " + ", ".join(
         "%s %.2f GB/s" % (DIRECTIONS[d], g) for d, g in sorted(bulk.items())))
     i1, i4 = iperf_gbs(os.path.join(out, "iperf3_1.txt")), iperf_gbs(os.path.join(out, "iperf3_4.txt"))
-    i1m = iperf_gbs(os.path.join(out, "iperf3_1_4m.txt"))
+    i1m = iperf_gbs(os.path.join(out, "iperf3_1_1m.txt"))
     if i1:
         print("iperf3 over the same loopback: 1 stream %.2f GB/s, 4 streams %.2f GB/s; "
               "remote -> local mem-sync / iperf3 1 stream: %.2fx" % (
                   i1, i4 or 0, bulk.get("r2l", 0) / i1))
     if i1m:
-        print("iperf3, 1 stream written 4 MiB at a time (-l 4M): %.2f GB/s; remote -> local "
+        print("iperf3, 1 stream written 1 MiB at a time (-l 1M): %.2f GB/s; remote -> local "
               "mem-sync / that: %.2fx" % (i1m, bulk.get("r2l", 0) / i1m))
     print()
     for (d, ro, rnd), p in sorted(prepared.items()):

@@ -6,7 +6,9 @@
  * allocations cost about what one large one does. Requests are pipelined:
  * while batch k arrives in one page-locked buffer, batch k-1 is on its way
  * to the GPU from the other. The target is the migration's (in-process or
- * a ferry-mhelper): the copies are calls, the buffers shared memory.
+ * a ferry-mhelper): the copies are calls, the buffers shared memory; or
+ * another server, whose copies carry their bytes: a thread sends each
+ * filled buffer while the source fills the next.
  */
 #ifndef FERRY_MEMSYNC_H
 #define FERRY_MEMSYNC_H
