@@ -58,6 +58,50 @@ failed_once() {
   [ -n "$reason" ] || fail "$1: the failure gives no reason"
 }
 
+# stats LABEL: $pre, $same and $copied (bytes copied ahead, found
+# unchanged, copied in the pause) of LABEL's last migration
+stats() {
+  line=$(grep "migration stats:" "$work/$1.err" | tail -n 1)
+  [ -n "$line" ] || fail "$1: no migration stats"
+  pre=$(echo "$line" | sed -n 's/.* bytes_precopied=\([0-9]*\).*/\1/p')
+  same=$(echo "$line" | sed -n 's/.* bytes_unchanged=\([0-9]*\).*/\1/p')
+  copied=$(echo "$line" | sed -n 's/.* bytes=\([0-9]*\).*/\1/p')
+}
+
+# move_then_finish LABEL TARGET: the running program moved to TARGET, run
+# on a while, stopped; it passed with the result of a run without migration
+move_then_finish() {
+  "$bin/ferry" migrate --pid "$pid" 0 "$2" >"$work/$1.mig" 2>&1 ||
+    fail "$1: ferry migrate to $2 exited $? ($(cat "$work/$1.mig"))"
+  sleep 0.2
+  finish
+  passed "$1" "$rc"
+  same_result "$1"
+}
+
+# killed_in_pause LABEL TARGET SERVER_PID: the running program's move to
+# TARGET, whose server is killed while the program is held (FERRY_FAULT=
+# pause_stall holds it a second): the move fails, and says so in status
+killed_in_pause() {
+  "$bin/ferry" migrate --pid "$pid" 0 "$2" >"$work/$1.mig" 2>&1 &
+  mig=$!
+  wait_for "the hold" sh -c "\"$bin/ferry\" status --pid $pid --json | grep -q '\"phase\": *\"drain\"'"
+  kill "$3"
+  wait "$3" 2>/dev/null
+  wait "$mig" && fail "$1: the migration to a server killed in the pause succeeded"
+  status_json
+  json_has state '"failed"'
+}
+
+# copied_again LABEL: its last migration copied ahead, and what changed or
+# went wrong since was found by its hash and copied again in the pause
+copied_again() {
+  stats "$1"
+  [ "${pre:-0}" -gt 0 ] || fail "$1: nothing was copied before the hold"
+  [ "${copied:-0}" -gt 0 ] || fail "$1: the pause copied nothing again"
+  [ "${same:-0}" -lt "$pre" ] || fail "$1: every copied byte counted as unchanged"
+}
+
 # launch counts at which to migrate: 25/50/75% of L, both ends, past the
 # end (no migration), and random ones (printed, for reproduction)
 launch_counts() {
@@ -361,31 +405,15 @@ from_process)
   passed badbuf "$rc"
   [ "$(grep -c "FERRY_MEMSYNC_BUFFER=4k ignored" "$work/badbuf.err")" = 1 ] || fail "a bad FERRY_MEMSYNC_BUFFER is not said once"
   expect_in badbuf.err "now runs on local GPU 0"
-  # stats: precopied unchanged copied, of the last migration
-  stats() {
-    line=$(grep "migration stats:" "$work/$1.err" | tail -n 1)
-    [ -n "$line" ] || fail "$1: no migration stats"
-    pre=$(echo "$line" | sed -n 's/.* bytes_precopied=\([0-9]*\).*/\1/p')
-    same=$(echo "$line" | sed -n 's/.* bytes_unchanged=\([0-9]*\).*/\1/p')
-    copied=$(echo "$line" | sed -n 's/.* bytes=\([0-9]*\).*/\1/p')
-  }
   # the way back copies ahead too: what kernels change after that copy,
   # or what goes wrong on the target, is found by hash and copied again
   for fault in precopy_stall precopy_corrupt; do
     FERRY_STATS=1 FERRY_FAULT=$fault@2 start "$fault" migrate_iter 1000000 2000 "$work/stop"
     "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/$fault.in" 2>&1 || fail "$fault: the move in exited $?"
     sleep 0.2
-    "$bin/ferry" migrate --pid "$pid" 0 "$b" >"$work/$fault.mig" 2>&1 ||
-      fail "$fault: the move out exited $? ($(cat "$work/$fault.mig"))"
-    sleep 0.2
-    finish
-    passed "$fault" "$rc"
-    same_result "$fault"
-    stats "$fault"
+    move_then_finish "$fault" "$b"
     expect_in "$fault.err" "ferry: device 0 now runs on $b"
-    [ "${pre:-0}" -gt 0 ] || fail "$fault: nothing was copied before the hold"
-    [ "${copied:-0}" -gt 0 ] || fail "$fault: the pause copied nothing again"
-    [ "${same:-0}" -lt "$pre" ] || fail "$fault: every copied byte counted as unchanged"
+    copied_again "$fault"
   done
   # prepared on a server while local; cancel, prepare again, migrate
   FERRY_STATS=1 start prep migrate_iter 1000000 2000 "$work/stop"
@@ -410,15 +438,8 @@ from_process)
   c="tcp://127.0.0.1:$port/0" cpid=$server_pid
   FERRY_FAULT=pause_stall@2 start killed migrate_iter 1000000 2000 "$work/stop"
   "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/killed.in" 2>&1 || fail "the move in exited $?"
-  "$bin/ferry" migrate --pid "$pid" 0 "$c" >"$work/killed.mig" 2>&1 &
-  mig=$!
-  wait_for "the hold" sh -c "\"$bin/ferry\" status --pid $pid --json | grep -q '\"phase\": *\"drain\"'"
-  kill "$cpid"
-  wait "$cpid" 2>/dev/null
-  wait "$mig" && fail "the migration to a server killed in the pause succeeded"
-  status_json
+  killed_in_pause killed "$c" "$cpid"
   json_has backend '"local"'
-  json_has state '"failed"'
   finish
   passed killed "$rc"
   same_result killed
@@ -471,30 +492,13 @@ precopy)
   a=$FERRY_DEVICES
   start_sim_server
   b="tcp://127.0.0.1:$port/0"
-  # stats: precopied unchanged copied
-  stats() {
-    line=$(grep "migration stats:" "$work/$1.err" | tail -n 1)
-    [ -n "$line" ] || fail "$1: no migration stats"
-    pre=$(echo "$line" | sed -n 's/.* bytes_precopied=\([0-9]*\).*/\1/p')
-    same=$(echo "$line" | sed -n 's/.* bytes_unchanged=\([0-9]*\).*/\1/p')
-    copied=$(echo "$line" | sed -n 's/.* bytes=\([0-9]*\).*/\1/p')
-  }
   for target in 0 "$b"; do
     for fault in precopy_stall precopy_corrupt; do
       label=$fault$( [ "$target" = 0 ] && echo _local || echo _remote )
       FERRY_STATS=1 FERRY_FAULT=$fault start "$label" migrate_iter 1000000 2000 "$work/stop"
       sleep 0.2
-      "$bin/ferry" migrate --pid "$pid" 0 "$target" >"$work/$label.mig" 2>&1 ||
-        fail "$label: ferry migrate exited $? ($(cat "$work/$label.mig"))"
-      sleep 0.2
-      finish
-      passed "$label" "$rc"
-      same_result "$label"
-      stats "$label"
-      [ "${pre:-0}" -gt 0 ] || fail "$label: nothing was copied before the hold"
-      # what changed or went wrong was found by its hash and copied again
-      [ "${copied:-0}" -gt 0 ] || fail "$label: the pause copied nothing again"
-      [ "${same:-0}" -lt "$pre" ] || fail "$label: every copied byte counted as unchanged"
+      move_then_finish "$label" "$target"
+      copied_again "$label"
     done
   done
   # 16 MiB the program never changes after the start: found unchanged by
@@ -511,15 +515,8 @@ precopy)
   start_sim_server
   c="tcp://127.0.0.1:$port/0" cpid=$server_pid
   FERRY_FAULT=pause_stall start killed migrate_iter 1000000 2000 "$work/stop"
-  "$bin/ferry" migrate --pid "$pid" 0 "$c" >"$work/killed.mig" 2>&1 &
-  mig=$!
-  wait_for "the hold" sh -c "\"$bin/ferry\" status --pid $pid --json | grep -q '\"phase\": *\"drain\"'"
-  kill "$cpid"
-  wait "$cpid" 2>/dev/null
-  wait "$mig" && fail "the migration to a server killed in the pause succeeded"
-  status_json
+  killed_in_pause killed "$c" "$cpid"
   json_has backend '"remote"'
-  json_has state '"failed"'
   finish
   passed killed "$rc"
   same_result killed
