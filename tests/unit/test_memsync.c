@@ -199,13 +199,19 @@ static int slow_bulk_call(void *ctx, unsigned call, const void *args, void *rets
   const struct ferry_target *inner = ctx;
   if (call != FERRY_CALL_memcpy_htod_async) return inner->call(inner->ctx, call, args, rets, bulk);
   __atomic_store_n(&sending_now, 1, __ATOMIC_SEQ_CST);
-  nanosleep(&(struct timespec){0, 2000000}, NULL);
+  nanosleep(&(struct timespec){0, 30000000}, NULL);
   int rc = inner->call(inner->ctx, call, args, rets, bulk);
   __atomic_store_n(&sending_now, 0, __ATOMIC_SEQ_CST);
   return rc;
 }
+/* a send in flight while the source is read: looked for during up to
+   200 ms (the sender thread may not run at once on a loaded machine;
+   without one, no send is ever in flight here) */
 static int noting_receive(void *ctx, void *dst, uint64_t len) {
-  if (__atomic_load_n(&sending_now, __ATOMIC_SEQ_CST)) overlap_seen = 1;
+  for (int i = 0; i < 200 && !overlap_seen; i++) {
+    if (__atomic_load_n(&sending_now, __ATOMIC_SEQ_CST)) overlap_seen = 1;
+    else nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
   return fake_receive(ctx, dst, len);
 }
 
