@@ -444,7 +444,25 @@ from_process)
   passed killed "$rc"
   same_result killed
   expect_in killed.err "ferry: migration of device 0 to $c failed: "
-  # FERRY_PRECOPY=0, and a device that never moved is refused a second local move
+  # prepared on a server that then dies: the migration fails, the program
+  # goes on in this process; then one prepared and the program ends
+  start_sim_server
+  d="tcp://127.0.0.1:$port/0" dpid=$server_pid
+  start gone migrate_iter 1000000 2000 "$work/stop"
+  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/gone.in" 2>&1 || fail "the move in exited $?"
+  "$bin/ferry" migrate --prepare --pid "$pid" 0 "$d" >"$work/gone.prep" 2>&1 || fail "prepare to $d exited $?"
+  kill "$dpid"
+  wait "$dpid" 2>/dev/null
+  "$bin/ferry" migrate --pid "$pid" 0 "$d" >"$work/gone.mig" 2>&1 && fail "a migration to the dead server succeeded"
+  status_json
+  json_has backend '"local"'
+  "$bin/ferry" migrate --prepare --pid "$pid" 0 "$b" >"$work/gone.prep2" 2>&1 || fail "prepare to $b exited $?"
+  finish
+  passed gone "$rc"
+  same_result gone
+  expect_in gone.err "ferry: migration of device 0 to $d failed: "
+  [ "$(grep -c "now runs on" "$work/gone.err")" = 1 ] || fail "gone: expected only the move in"
+  # FERRY_PRECOPY=0, and a vGPU already in this process is refused a second local move
   FERRY_STATS=1 FERRY_PRECOPY=0 start off migrate_threads 1000000 500 "$work/stop"
   "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/off.in" 2>&1 || fail "the move in exited $?"
   "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/again.log" 2>&1 && fail "a second move to the local GPU succeeded"
