@@ -16,7 +16,10 @@
 #include "shim.h"
 
 #define MEMSYNC_BUFFERS 2
-#define MEMSYNC_MAX_BUFFER (16u << 20)
+/* 4 MiB: a request's bytes still in the CPU's caches when they are sent and
+   received measured 4.3-5.1 GB/s over loopback on an H200 node, 16 MiB
+   3.6-4.0 GB/s (bench/results/2026-11-27-h200-local-to-remote.md) */
+#define MEMSYNC_MAX_BUFFER (4u << 20)
 
 struct var_copy {
   uint64_t src, dst, size;
@@ -106,7 +109,7 @@ void mig_close_link(struct mig *m);
 int mig_open_ahead(struct mig *m);
 void mig_close_opened(struct mig *m);
 /* mem-sync's two buffers on the target: sized for total bytes, at most
-   mig_buffer_max() each (FERRY_MEMSYNC_BUFFER, 16 MiB by default) */
+   mig_buffer_max() each (FERRY_MEMSYNC_BUFFER, 4 MiB by default) */
 uint64_t mig_buffer_max(void);
 uint64_t mig_buffer_size(uint64_t total);
 int mig_buffers_open(struct mig *m, uint64_t bytes);

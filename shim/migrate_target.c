@@ -88,8 +88,8 @@ int mig_open_local(struct mig *m) {
 }
 
 
-/* FERRY_MEMSYNC_BUFFER: the largest buffer (bytes, 1 MiB to 256 MiB; 16 MiB
-   by default): one request's bytes, so fewer, larger requests */
+/* FERRY_MEMSYNC_BUFFER: the largest buffer (bytes, 1 MiB to 256 MiB; 4 MiB
+   by default): one request's bytes */
 uint64_t mig_buffer_max(void) {
   static uint64_t max;
   if (!max) {
@@ -106,7 +106,7 @@ uint64_t mig_buffer_max(void) {
 }
 
 /* a buffer for total bytes: page-rounded, at most mig_buffer_max()
-   (page-locking is paid per byte, and 2 x 16 MiB cost milliseconds where
+   (page-locking is paid per byte, and 2 x 4 MiB cost a millisecond where
    one 4 KiB region needs a page) */
 uint64_t mig_buffer_size(uint64_t total) {
   uint64_t page = 4096, need = (total + page - 1) / page * page, max = mig_buffer_max();
