@@ -93,6 +93,16 @@ killed_in_pause() {
   json_has state '"failed"'
 }
 
+# prepared_then_dies LABEL TARGET SERVER_PID: the running program's vGPU
+# prepared on TARGET, whose server is then killed: the migration there fails
+prepared_then_dies() {
+  "$bin/ferry" migrate --prepare --pid "$pid" 0 "$2" >"$work/$1.prep" 2>&1 || fail "$1: prepare to $2 exited $?"
+  kill "$3"
+  wait "$3" 2>/dev/null
+  "$bin/ferry" migrate --pid "$pid" 0 "$2" >"$work/$1.mig" 2>&1 && fail "$1: a migration to the dead server succeeded"
+  status_json
+}
+
 # copied_again LABEL: its last migration copied ahead, and what changed or
 # went wrong since was found by its hash and copied again in the pause
 copied_again() {
@@ -450,11 +460,7 @@ from_process)
   d="tcp://127.0.0.1:$port/0" dpid=$server_pid
   start gone migrate_iter 1000000 2000 "$work/stop"
   "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/gone.in" 2>&1 || fail "the move in exited $?"
-  "$bin/ferry" migrate --prepare --pid "$pid" 0 "$d" >"$work/gone.prep" 2>&1 || fail "prepare to $d exited $?"
-  kill "$dpid"
-  wait "$dpid" 2>/dev/null
-  "$bin/ferry" migrate --pid "$pid" 0 "$d" >"$work/gone.mig" 2>&1 && fail "a migration to the dead server succeeded"
-  status_json
+  prepared_then_dies gone "$d" "$dpid"
   json_has backend '"local"'
   "$bin/ferry" migrate --prepare --pid "$pid" 0 "$b" >"$work/gone.prep2" 2>&1 || fail "prepare to $b exited $?"
   finish
@@ -597,11 +603,7 @@ prepare)
   expect_not_in ctl3.err "now runs on"
   # prepared on server B, then B dies: the migration fails, the program goes on
   start ctl4 migrate_iter 1000000 2000 "$work/stop"
-  "$bin/ferry" migrate --prepare --pid "$pid" 0 "$b" >"$work/prep.log" 2>&1 || fail "prepare to $b exited $?"
-  kill "$bpid"
-  wait "$bpid" 2>/dev/null
-  "$bin/ferry" migrate --pid "$pid" 0 "$b" >"$work/dead.log" 2>&1 && fail "a migration to the dead server succeeded"
-  status_json
+  prepared_then_dies ctl4 "$b" "$bpid"
   json_has backend '"remote"'
   # prepared for the local GPU, moved elsewhere: the prepared target is dropped
   start_sim_server
