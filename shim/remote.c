@@ -572,6 +572,11 @@ static int call_now(struct ferry_vgpu *v, unsigned call, const void *args, void 
   return rc;
 }
 
+int ferry_link_call_held(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
+                         const struct ferry_bulk *bulk) {
+  return carried(v, call, ferry_link_call(&v->link, call, args, rets, bulk));
+}
+
 int ferry_source_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
                       const struct ferry_bulk *bulk) {
   return ferry_is_local(v) ? ferry_local_call(v, call, args, rets, bulk)

@@ -175,6 +175,10 @@ int ferry_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets
 #define FERRY_NOT_HELPER (-3)
 int ferry_helper_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
                       const struct ferry_bulk *bulk);
+/* a call over v's link by a caller that holds v's gate shared (an error
+   a migration's drain kept goes to it, as to any call) */
+int ferry_link_call_held(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
+                         const struct ferry_bulk *bulk);
 /* a migration's call to where v runs now (its link, or the GPU in this
    process): no gate (the migration holds it, or runs beside the program)
    and nothing recorded */

@@ -151,7 +151,7 @@ static int drained(struct ferry_vgpu *v, struct ferry_staging *st, int i) {
   if (!st->busy[i]) return 0;
   st->busy[i] = 0;
   struct ferry_event_synchronize_args a = {event_of(i)};
-  return ferry_helper_call(v, FERRY_CALL_event_synchronize, &a, NULL, NULL);
+  return ferry_link_call_held(v, FERRY_CALL_event_synchronize, &a, NULL, NULL);
 }
 
 /* the DMA between buffer i (or a shared pinned buffer) and the device,
@@ -161,14 +161,14 @@ static int dma(struct ferry_vgpu *v, struct ferry_staging *st, int i, uint64_t d
   int rc;
   if (to_device) {
     struct ferry_memcpy_htod_host_args a = {dev, (uint64_t)(uintptr_t)host, n, stream};
-    rc = ferry_helper_call(v, FERRY_CALL_memcpy_htod_host, &a, NULL, NULL);
+    rc = ferry_link_call_held(v, FERRY_CALL_memcpy_htod_host, &a, NULL, NULL);
   } else {
     struct ferry_memcpy_dtoh_host_args a = {dev, (uint64_t)(uintptr_t)host, n, stream};
-    rc = ferry_helper_call(v, FERRY_CALL_memcpy_dtoh_host, &a, NULL, NULL);
+    rc = ferry_link_call_held(v, FERRY_CALL_memcpy_dtoh_host, &a, NULL, NULL);
   }
   if (rc || i < 0) return rc;
   struct ferry_event_record_args e = {event_of(i), stream};
-  rc = ferry_helper_call(v, FERRY_CALL_event_record, &e, NULL, NULL);
+  rc = ferry_link_call_held(v, FERRY_CALL_event_record, &e, NULL, NULL);
   st->busy[i] = rc == 0;
   return rc;
 }
@@ -221,10 +221,13 @@ static int staged_dtoh(struct ferry_vgpu *v, struct ferry_staging *st, char *dst
   return rc;
 }
 
-int ferry_shared_copy(struct ferry_vgpu *v, void *dst, const void *src, uint64_t n, int to_device,
-                      uint32_t stream, int async) {
+/* under the gate, held for the whole copy: a migration that moves the vGPU
+   off its helper (and frees the staging buffers) waits for it, and a copy
+   that finds the vGPU moved takes the caller's other path */
+static int shared_copy_held(struct ferry_vgpu *v, void *dst, const void *src, uint64_t n,
+                            int to_device, uint32_t stream, int async) {
   struct ferry_staging *st = v->link.staging;
-  if (!v->link.helper_pid || !st) return FERRY_NOT_HELPER;
+  if (ferry_is_local(v) || !v->link.helper_pid || !st) return FERRY_NOT_HELPER;
   const void *host = to_device ? src : dst;
   uint64_t dev = (uint64_t)(uintptr_t)(to_device ? dst : src);
   if (ferry_host_is_shared(host, n)) {
@@ -233,14 +236,24 @@ int ferry_shared_copy(struct ferry_vgpu *v, void *dst, const void *src, uint64_t
     int rc = dma(v, st, -1, dev, host, n, stream, to_device);
     if (!rc && !async) {
       struct ferry_stream_synchronize_args a = {stream};
-      rc = ferry_helper_call(v, FERRY_CALL_stream_synchronize, &a, NULL, NULL);
+      rc = ferry_link_call_held(v, FERRY_CALL_stream_synchronize, &a, NULL, NULL);
     }
-    return rc == FERRY_NOT_HELPER ? cudaErrorDevicesUnavailable : rc;
+    return rc;
   }
   if (n < STAGING_MIN) return FERRY_NOT_HELPER;
   pthread_mutex_lock(&st->lock);
   int rc = to_device ? staged_htod(v, st, dev, src, n, stream)
                      : staged_dtoh(v, st, dst, dev, n, stream);
   pthread_mutex_unlock(&st->lock);
-  return rc == FERRY_NOT_HELPER ? cudaErrorDevicesUnavailable : rc;
+  return rc;
+}
+
+int ferry_shared_copy(struct ferry_vgpu *v, void *dst, const void *src, uint64_t n, int to_device,
+                      uint32_t stream, int async) {
+  if (!__atomic_load_n(&v->link.helper_pid, __ATOMIC_RELAXED)) return FERRY_NOT_HELPER; /* the usual case */
+  pthread_rwlock_rdlock(&v->gate);
+  int rc = ferry_stale(v) ? FERRY_STALE
+                          : shared_copy_held(v, dst, src, n, to_device, stream, async);
+  pthread_rwlock_unlock(&v->gate);
+  return rc;
 }
