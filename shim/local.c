@@ -2,10 +2,10 @@
  * Local mode: after a migration a vGPU's calls run in this process, through
  * the same executor the server uses, on a GPU of this machine, until a
  * migration moves it on (they are recorded and gated as remote ones are:
- * remote.c). The executor is single-threaded, so calls take one lock; calls that block (waiting for
- * a stream, an event, the device) and plain copies look their handles up
- * under the lock and wait outside it, so one thread's wait never stalls
- * another's launches.
+ * remote.c). The executor is single-threaded, so calls take one lock;
+ * calls that block (waiting for a stream, an event, the device) and plain
+ * copies look their handles up under the lock and wait outside it, so one
+ * thread's wait never stalls another's launches.
  */
 #include <stdio.h>
 #include <stdlib.h>

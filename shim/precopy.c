@@ -69,7 +69,7 @@ static int queued_receive(void *ctx, void *dst, uint64_t len) {
     struct ferry_memcpy_dtoh_gather_args a = {.ranges = {pairs, n * 16}};
     struct ferry_bulk bulk = {.out = dst, .out_len = len};
     int rc = ferry_source_call(v, FERRY_CALL_memcpy_dtoh_gather, &a, NULL, &bulk);
-    if (rc) return ferry_dead(v) && !ferry_is_local(v) ? -1 : 1;
+    if (rc) return ferry_dead(v) ? -1 : 1;
     return mig_fault("memsync") ? 1 : 0;
   }
   if (s->keep_cap < n) {
@@ -98,7 +98,7 @@ static int queued_receive(void *ctx, void *dst, uint64_t len) {
     rc = ferry_source_call(v, FERRY_CALL_memcpy_dtoh_gather, &a, NULL, &bulk);
   }
   pthread_mutex_unlock(&v->arena_lock);
-  if (rc) return ferry_dead(v) && !ferry_is_local(v) ? -1 : 1;
+  if (rc) return ferry_dead(v) ? -1 : 1;
   if (kept == n) return 0;
   /* spread the kept ranges to their places, last first, zeros between */
   uint64_t packed = kept_bytes, end = len;

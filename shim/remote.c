@@ -560,8 +560,7 @@ static int call_now(struct ferry_vgpu *v, unsigned call, const void *args, void 
     pthread_rwlock_unlock(&v->gate);
     return FERRY_STALE;
   }
-  int rc = ferry_is_local(v) ? ferry_local_call(v, call, args, rets, bulk)
-                             : ferry_link_call(&v->link, call, args, rets, bulk);
+  int rc = ferry_source_call(v, call, args, rets, bulk);
   if (!rc && (ferry_calls[call].flags & RECORD) &&
       ferry_record(&v->log, call, args, rets, bulk ? bulk->in : NULL, bulk ? bulk->in_len : 0)) {
     if (!v->log_broken) ferry_log("device %d: out of memory while recording; it cannot migrate", v->index);

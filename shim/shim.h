@@ -218,8 +218,11 @@ void ferry_link_close(struct ferry_link *l);
 void ferry_link_adopt(struct ferry_link *own, struct ferry_link *from);
 /* a link of a vGPU that is not in-process: the vGPU's own */
 static inline struct ferry_link *ferry_link_of(struct ferry_vgpu *v) { return &v->link; }
+/* its server (or helper) is gone; never for a vGPU in this process, whose
+   closed link says nothing */
 static inline int ferry_dead(const struct ferry_vgpu *v) {
-  return __atomic_load_n(&v->link.dead, __ATOMIC_RELAXED);
+  return !__atomic_load_n(&v->local, __ATOMIC_ACQUIRE) &&
+         __atomic_load_n(&v->link.dead, __ATOMIC_RELAXED);
 }
 /* Work that looked something up for v before its call (a module variable's
    address) declares the generation it looked at; a call that finds v moved
