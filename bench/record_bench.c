@@ -4,7 +4,7 @@
  * how a log's build time grows with its length (fitted as constant +
  * per-record, the paper's record model: 282 ns per call; ferry's target is
  * 30 ns), and what a call that is NOT recorded pays: the flag test in
- * shim/remote.c ferry_call(). Runs on any machine: the recorder never
+ * shim/core/remote.c ferry_call(). Runs on any machine: the recorder never
  * touches a GPU.
  * usage: ferry-bench-record [quick]
  * Prints "metric value unit" lines (bench/migrate_report.py reads them)

@@ -199,7 +199,7 @@ static int cmd_run(int argc, char **argv) {
 #define STATUS_TIMEOUT_MS 5000 /* a program that does not answer status is stuck */
 #define POLL_MS 200            /* migrate's progress: how often status is asked */
 
-/* the shim's rule (shim/control.c) */
+/* the shim's rule (shim/migrate/control.c) */
 static const char *control_dir(void) {
   const char *dir = getenv("FERRY_CONTROL_DIR");
   if (!dir || !*dir) dir = getenv("XDG_RUNTIME_DIR");

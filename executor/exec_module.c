@@ -410,7 +410,7 @@ int ferry_x_module_global(struct ferry_exec *ex, const struct ferry_module_globa
 }
 
 /* plain-valued attributes only: a handle in a value would be a pointer of
-   the client's process. The shim forwards no others (shim/launch.c). */
+   the client's process. The shim forwards no others (shim/runtime/launch.c). */
 static int attr_is_plain(CUlaunchAttributeID id) {
   switch (id) {
   case CU_LAUNCH_ATTRIBUTE_IGNORE:

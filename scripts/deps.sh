@@ -4,8 +4,8 @@
 set -e
 # clang and its libFuzzer runtime: the second compiler CI builds with, and
 # the fuzz harnesses (tests/fuzz); dpkg-dev: the .deb test (cpack); nettle-dev: MD2
-# and HMAC for the CUDA runtime's integrity check (shim/cu/export.c);
-# libjansson-dev: the status JSON of the control socket (shim/control.c, cli/ferry.c);
+# and HMAC for the CUDA runtime's integrity check (shim/driver/export.c);
+# libjansson-dev: the status JSON of the control socket (shim/migrate/control.c, cli/ferry.c);
 # curl: the e2e test of ferry-server --metrics scrapes it
 pkgs="curl cmake make gcc g++ pkg-config libmsgpack-dev libcmocka-dev procps clang libclang-rt-14-dev dpkg-dev nettle-dev libjansson-dev"
 missing=""

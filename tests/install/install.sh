@@ -65,6 +65,7 @@ deb)
   expect_in contents.log " ./lib/systemd/system/ferry-server.service$"
   expect_in contents.log " ./usr/lib/ferry/libcudart.so.13$"
   expect_in contents.log " ./usr/lib/ferry/libcuda.so.1$"
+  expect_in contents.log " ./usr/lib/ferry/libferry-client.so.0$"
   dpkg -x "$deb" "$work/root" || fail "dpkg -x failed"
   prefix=$work/root/usr
   sys_prefix=/usr sys_etc=/etc unitdir=$work/root/lib/systemd/system root=$work/root
@@ -82,6 +83,7 @@ done
   fail "bin/ holds more than the three programs: $(ls "$prefix/bin" | tr '\n' ' ')"
 [ -f "$prefix/lib/ferry/libcudart.so.13" ] || fail "no lib/ferry/libcudart.so.13"
 [ -f "$prefix/lib/ferry/libcuda.so.1" ] || fail "no lib/ferry/libcuda.so.1"
+[ -f "$prefix/lib/ferry/libferry-client.so.0" ] || fail "no lib/ferry/libferry-client.so.0"
 # in lib/ itself they would shadow NVIDIA's runtime and driver for every program
 for f in "$prefix"/lib/libcudart* "$prefix"/lib64/libcudart* "$prefix"/lib/*/libcudart.so* \
   "$prefix"/lib/libcuda.so* "$prefix"/lib64/libcuda.so* "$prefix"/lib/*/libcuda.so*; do
@@ -99,18 +101,22 @@ grep -q '^u ferry ' "$prefix/lib/sysusers.d/ferry.conf" || fail "sysusers.d make
 
 # the files need libc and nothing else, and carry no RPATH
 if [ -z "$sanitized" ]; then
-  for f in bin/ferry bin/ferry-server bin/ferry-mhelper lib/ferry/libcudart.so.13; do
+  for f in bin/ferry bin/ferry-server bin/ferry-mhelper lib/ferry/libferry-client.so.0; do
     readelf -d "$prefix/$f" >"$work/elf.log" || fail "readelf $f failed"
     extra=$(sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' "$work/elf.log" |
       grep -v -e '^libc\.so\.6$' -e '^ld-linux.*\.so\.[0-9]*$')
     [ -z "$extra" ] || fail "$f needs $extra"
     ! grep -Eq '\((RPATH|RUNPATH)\)' "$work/elf.log" || fail "$f has an RPATH"
   done
-  # the driver front end is a name for the runtime one, found next to it
-  readelf -d "$prefix/lib/ferry/libcuda.so.1" >"$work/elf.log" || fail "readelf libcuda.so.1 failed"
-  expect_in elf.log "(NEEDED).*\[libcudart.so.13\]"
-  expect_in elf.log "(RUNPATH).*\[\$ORIGIN\]"
-  expect_in elf.log "(SONAME).*\[libcuda.so.1\]"
+  # each front end needs the core alone, found next to it: never a library
+  # named like NVIDIA's, so either loads beside NVIDIA's other one
+  for front in libcudart.so.13 libcuda.so.1; do
+    readelf -d "$prefix/lib/ferry/$front" >"$work/elf.log" || fail "readelf $front failed"
+    needed=$(sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' "$work/elf.log" | tr '\n' ' ')
+    [ "$needed" = "libferry-client.so.0 " ] || fail "$front needs '$needed', expected libferry-client.so.0 alone"
+    expect_in elf.log "(RUNPATH).*\[\$ORIGIN\]"
+    expect_in elf.log "(SONAME).*\[$front\]"
+  done
 fi
 
 # ---- the unit and its settings ----

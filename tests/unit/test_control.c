@@ -1,4 +1,4 @@
-/* Checks the control socket (shim/control.c) and the CLI verbs that use it
+/* Checks the control socket (shim/migrate/control.c) and the CLI verbs that use it
  * (ferry ls/status/migrate), against test doubles of the migration engine
  * defined here. Three layers: ferry_control_handle as a pure function (every
  * verb and every bad input), the real socket in this process (mode, framing,
@@ -33,7 +33,7 @@
 
 #include <jansson.h>
 
-#include "shim/migrate.h"
+#include "shim/migrate/migrate.h"
 
 extern char **environ;
 

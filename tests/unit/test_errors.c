@@ -14,7 +14,7 @@
 #include <cmocka.h>
 #include <cuda_profiler_api.h>
 
-#include "shim/errors.h"
+#include "shim/core/errors.h"
 
 /* Strong definition: must win over the weak stub in the generated file. */
 static int strong_reset_calls;

@@ -12,7 +12,7 @@
 #include <cmocka.h>
 #include <cuda.h>
 
-#include "shim/props.h"
+#include "shim/core/props.h"
 
 #define NATTRS ((unsigned)CU_DEVICE_ATTRIBUTE_MAX)
 

@@ -1,0 +1,19 @@
+/* Answers of pure queries (function attributes, occupancy), kept per vGPU
+   (query_cache.c) so that repeated questions cost no round trip. */
+#ifndef FERRY_CORE_QUERY_CACHE_H
+#define FERRY_CORE_QUERY_CACHE_H
+
+#include "shim/core/vgpu.h"
+
+/* get fills rets on a hit (0) and leaves the encoded key and the epoch for put, which keeps
+   an answer unless something changed since; bump after a call that
+   invalidates (before and after it) */
+int ferry_query_cacheable(unsigned call);
+int ferry_query_invalidates(unsigned call);
+int ferry_query_cache_get(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
+                          struct ferry_buf *key, uint64_t *epoch);
+void ferry_query_cache_put(struct ferry_vgpu *v, unsigned call, const void *rets,
+                           const struct ferry_buf *key, uint64_t epoch_before);
+void ferry_query_cache_bump(struct ferry_vgpu *v);
+
+#endif

@@ -1,0 +1,78 @@
+/*
+ * What the runtime front end's files share, and what the driver front end
+ * (written over it) calls: streams, kernels and modules, CUDA arrays, and
+ * device memory by address.
+ */
+#ifndef FERRY_RUNTIME_H
+#define FERRY_RUNTIME_H
+
+#include "shim/core/vgpu.h"
+
+/* ---- streams and events (stream.c) ---- */
+struct ferry_stream {
+  int vgpu;
+  uint32_t id;
+  unsigned flags;
+  int priority;
+};
+/* resolves a cudaStream_t; *v is the stream's vGPU (the current one for the
+   default streams); per_thread: the API variant uses the per-thread stream */
+int ferry_stream_resolve(cudaStream_t s, int per_thread, struct ferry_vgpu **v, uint32_t *id);
+
+/* the device's stream priority range, asked once */
+int ferry_priority_range(struct ferry_vgpu *v, int *least, int *greatest);
+/* forget the streams and events of a vGPU (after cudaDeviceReset) */
+void ferry_streams_forget(int vgpu);
+
+/* ---- kernels and modules (module.c) ---- */
+struct ferry_kernel;
+int ferry_kernel_lookup(const void *func, struct ferry_kernel **k);
+#define FERRY_LAUNCH_PER_THREAD 1u /* the _ptsz variant: NULL means the per-thread stream */
+#define FERRY_LAUNCH_COOPERATIVE 2u
+/* attrs: CUlaunchAttribute array of plain-valued attributes (see
+   protocol/calls.def), {NULL, 0} for a plain launch */
+int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
+                 cudaStream_t stream, unsigned flags, ferry_blob attrs);
+int ferry_kernel_func_id(struct ferry_kernel *k, struct ferry_vgpu *v, uint32_t *func);
+/* sorts num launch attributes (cudaLaunchAttribute or CUlaunchAttribute:
+   one layout) into out, the forwarded ones (at most FERRY_MAX_LAUNCH_ATTRS),
+   and *flags (cooperative); unsupported ones are said and refused (launch.c) */
+int ferry_launch_attrs(const void *attrs, unsigned num, CUlaunchAttribute *out, uint32_t *n,
+                       unsigned *flags);
+
+/* cudaOccupancyMaxActiveClusters / cuOccupancyMaxActiveClusters on v */
+int ferry_occupancy_clusters(struct ferry_vgpu *v, uint32_t func, dim3 grid, dim3 block,
+                             size_t smem, const void *attrs, unsigned nattrs, int *clusters);
+/* CUDA's checks of a launch configuration against v's limits */
+int ferry_launch_check(const struct ferry_vgpu *v, dim3 grid, dim3 block);
+/* a fresh module id (fat binaries and driver modules share one space) */
+uint32_t ferry_module_id_new(void);
+/* device address and size of a __device__/__constant__ variable on v */
+int ferry_symbol_lookup(const void *symbol, struct ferry_vgpu *v, uint64_t *addr, uint64_t *size);
+/* forget which modules v has loaded (after cudaDeviceReset) */
+void ferry_modules_forget(int vgpu);
+
+/* ---- CUDA arrays, texture and surface objects (array.c) ---- */
+/* what the program asked for, kept here so cudaArrayGetInfo needs no
+   round trip; id is the array's wire id on its vGPU */
+struct ferry_array {
+  int vgpu;
+  uint32_t id;
+  struct cudaChannelFormatDesc desc;
+  struct cudaExtent extent; /* as given: height 0 for 1D, depth 0 for 2D */
+  unsigned flags;
+  uint64_t elem;      /* bytes per element */
+  uint64_t row_bytes; /* width * elem */
+  uint64_t rows, slices; /* at least 1 */
+};
+/* forget the arrays and texture/surface objects of a vGPU (after cudaDeviceReset) */
+void ferry_arrays_forget(int vgpu);
+
+/* ---- memory (memory.c) ---- */
+/* the vGPU whose arena holds p, or NULL (host memory) */
+struct ferry_vgpu *ferry_vgpu_of(const void *p);
+/* 16- and 32-bit sets (the driver front end's cuMemsetD16/D32) */
+int ferry_memset_wide(void *dst, size_t pitch, uint32_t value, unsigned elem, size_t width,
+                      size_t height, cudaStream_t stream, int per_thread);
+
+#endif
