@@ -18,6 +18,7 @@
 #include "shim/core/hooks.h"
 #include "shim/core/host.h"
 #include "shim/core/link.h"
+#include "shim/core/loader.h"
 #include "shim/core/local.h"
 #include "shim/core/query_cache.h"
 #include "shim/core/vgpu.h"
@@ -287,6 +288,7 @@ static void child_after_fork(void) {
 }
 
 static void init_once(void) {
+  ferry_loader_check();
   ferry_handles_init(&ferry.streams);
   ferry_handles_init(&ferry.events);
   for (int i = 0; i < FERRY_MAX_VGPUS; i++) {
