@@ -26,6 +26,7 @@
 
 #define SHIM_NAME "libcudart.so.13"
 #define DRIVER_NAME "libcuda.so.1" /* the driver front end, beside it */
+#define CORE_NAME "libferry-client.so.0" /* the client, which both need */
 #ifndef FERRY_VERSION
 #define FERRY_VERSION "0.1"
 #endif
@@ -175,10 +176,15 @@ static int cmd_run(int argc, char **argv) {
             libdir, libdirs[0], libdir, libdirs[1]);
     return 2;
   }
-  snprintf(shim, sizeof shim, "%s/" SHIM_NAME, libdir);
-  if (access(shim, R_OK)) {
-    fprintf(stderr, "ferry run: %s: %s (set FERRY_LIBDIR)\n", shim, strerror(errno));
-    return 2;
+  /* both front ends and the core they need: a missing one would only show
+     as the loader's error, or as a program that stays on this machine */
+  static const char *const libs[] = {SHIM_NAME, DRIVER_NAME, CORE_NAME};
+  for (size_t k = 0; k < sizeof libs / sizeof libs[0]; k++) {
+    snprintf(shim, sizeof shim, "%s/%s", libdir, libs[k]);
+    if (access(shim, R_OK)) {
+      fprintf(stderr, "ferry run: %s: %s (set FERRY_LIBDIR)\n", shim, strerror(errno));
+      return 2;
+    }
   }
   const char *old = getenv("LD_LIBRARY_PATH");
   size_t n = strlen(libdir) + (old ? strlen(old) : 0) + 2;

@@ -1,7 +1,7 @@
 /*
  * The executor runs decoded calls against a CUDA driver (real or simulated).
- * It is shared by ferry-server, and later by ferry-mhelper and the shim's
- * local mode, so it knows nothing about sockets: bulk bytes come and go
+ * It is shared by ferry-server, ferry-mhelper and the client's local mode
+ * (a vGPU in the program's own process), so it knows nothing about sockets: bulk bytes come and go
  * through small callback structs.
  */
 #ifndef FERRY_EXEC_H

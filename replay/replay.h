@@ -1,8 +1,9 @@
 /*
- * Replay: the recorder's log run on a migration's target GPU (an executor
- * in the program, or a ferry-mhelper), in call order, so that the vGPU's
- * modules, allocations (at the same addresses), streams, events, arrays and
- * settings exist there before its memory is copied.
+ * Replay: the recorder's log run on a migration's target (replay/target.h:
+ * an executor in the program, a ferry-mhelper, or another ferry-server's
+ * session), in call order, so that the vGPU's modules, allocations (at the
+ * same addresses), streams, events, arrays and settings exist there before
+ * its memory is copied.
  */
 #ifndef FERRY_REPLAY_H
 #define FERRY_REPLAY_H

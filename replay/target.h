@@ -1,8 +1,9 @@
 /*
  * Where a migration rebuilds a vGPU: an executor inside the program, or a
- * connection to a process that runs one (ferry-mhelper). Replay and
- * mem-sync speak calls.def calls to a target and never ask which it is,
- * so moving onto a helper is the same code as moving in-process.
+ * link to a process that runs one (a ferry-mhelper on a local GPU, or a
+ * session of another ferry-server). Replay and mem-sync speak calls.def
+ * calls to a target and never ask which it is, so every direction of a move
+ * is the same code.
  */
 #ifndef FERRY_TARGET_H
 #define FERRY_TARGET_H

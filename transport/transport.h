@@ -1,7 +1,8 @@
 /*
- * The transport interface: one small ops table per backend (tcp today,
- * InfiniBand verbs later). Nothing above transport/ knows which backend a
- * connection runs on.
+ * The transport interface: one small ops table per backend (tcp.c; ib*.c,
+ * InfiniBand verbs; shm.c, shared memory to a ferry-mhelper). Nothing above
+ * transport/ knows which backend a connection runs on; a new backend is one
+ * more file that fills the table (docs/architecture.md).
  */
 #ifndef FERRY_TRANSPORT_H
 #define FERRY_TRANSPORT_H

@@ -28,9 +28,6 @@
 #include "common/log.h"
 #include "shim/core/host.h"
 #include "shim/core/link.h"
-#include "shim/core/local.h"
-#include "shim/core/query_cache.h"
-#include "shim/core/vgpu.h"
 #include "transport/reader.h"
 #include "transport/shm.h"
 

@@ -20,8 +20,6 @@
 #include "shim/core/host.h"
 #include "shim/core/link.h"
 #include "shim/core/local.h"
-#include "shim/core/query_cache.h"
-#include "shim/core/vgpu.h"
 
 /* ---- the shared host arena ---- */
 static struct {

@@ -17,10 +17,7 @@
 #include "common/log.h"
 #include "shim/core/host.h"
 #include "shim/core/link.h"
-#include "shim/core/local.h"
-#include "shim/core/query_cache.h"
 #include "shim/core/thread.h"
-#include "shim/core/vgpu.h"
 
 #define STAGING_BYTES (8u << 20)   /* each of the two buffers */
 #define STAGING_MIN (256u << 10)   /* pageable copies from here on use them */

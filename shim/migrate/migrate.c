@@ -21,8 +21,6 @@
 #include "replay/memsync.h"
 #include "replay/replay.h"
 #include "shim/core/hooks.h"
-#include "shim/core/host.h"
-#include "shim/core/local.h"
 #include "shim/migrate/migrate.h"
 #include "shim/migrate/migrate_int.h"
 

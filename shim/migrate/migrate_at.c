@@ -11,11 +11,6 @@
 
 #include "common/log.h"
 #include "shim/migrate/migrate.h"
-#include "shim/core/host.h"
-#include "shim/core/link.h"
-#include "shim/core/local.h"
-#include "shim/core/query_cache.h"
-#include "shim/core/vgpu.h"
 
 /* a decimal in [0, max], all of the token; -1 otherwise */
 static long long number(const char *s, const char *end, long long max) {

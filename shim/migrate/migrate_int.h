@@ -16,8 +16,6 @@
 #include "shim/core/host.h"
 #include "shim/core/link.h"
 #include "shim/core/local.h"
-#include "shim/core/query_cache.h"
-#include "shim/core/vgpu.h"
 
 #define MEMSYNC_BUFFERS 2
 /* 4 MiB: a request's bytes still in the CPU's caches when they are sent and

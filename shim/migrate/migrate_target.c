@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "shim/migrate/migrate.h"
 #include "shim/migrate/migrate_int.h"
 #include "transport/reader.h"
 

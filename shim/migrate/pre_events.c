@@ -8,11 +8,7 @@
  */
 #include <stdlib.h>
 
-#include "shim/core/host.h"
 #include "shim/core/link.h"
-#include "shim/core/local.h"
-#include "shim/core/query_cache.h"
-#include "shim/core/vgpu.h"
 
 struct ev_scan {
   uint32_t *ids;

@@ -6,12 +6,8 @@
 #include <stdlib.h>
 
 #include "common/log.h"
-#include "shim/core/host.h"
 #include "shim/core/link.h"
 #include "shim/core/local.h"
-#include "shim/core/query_cache.h"
-#include "shim/core/vgpu.h"
-#include "shim/core/hooks.h"
 #include "shim/migrate/migrate.h"
 #include "shim/runtime/runtime.h"
 
