@@ -91,7 +91,9 @@ static int find_libdir(char *out, size_t n) {
   return -2;
 }
 
-/* a program linked with the static runtime never loads our library */
+/* a program that names neither front end, and cannot load libraries at
+   run time (no dlopen), never reaches ferry: say so. Interpreters (python3
+   with PyTorch, JAX) name neither but dlopen the libraries that load them. */
 static void warn_if_static_runtime(const char *program) {
   char path[PATH_MAX];
   if (strchr(program, '/')) {
@@ -111,23 +113,24 @@ static void warn_if_static_runtime(const char *program) {
   if (!f) return;
   char magic[4];
   int elf = fread(magic, 1, 4, f) == 4 && !memcmp(magic, "\177ELF", 4);
-  int needs_shim = 0;
+  int may_reach = 0;
   if (elf) {
-    /* the NEEDED entry's string lives in .dynstr; a byte search finds it */
+    /* the NEEDED entries' and imports' strings live in .dynstr; a byte
+       search finds them: either front end's name (NEEDED entries, or the
+       driver's name that a static CUDA runtime passes to dlopen), or dlopen */
+    static const char *const names[] = {SHIM_NAME, DRIVER_NAME, "dlopen"};
     static char buf[1 << 16];
     size_t keep = 0, got;
-    /* either front end's name: NEEDED entries, or the driver's name that a
-       static CUDA runtime passes to dlopen */
-    while (!needs_shim && (got = fread(buf + keep, 1, sizeof buf - keep, f)) > 0) {
+    while (!may_reach && (got = fread(buf + keep, 1, sizeof buf - keep, f)) > 0) {
       size_t total = keep + got;
-      needs_shim = memmem(buf, total, SHIM_NAME, strlen(SHIM_NAME)) != NULL ||
-                   memmem(buf, total, DRIVER_NAME, strlen(DRIVER_NAME)) != NULL;
+      for (size_t k = 0; k < sizeof names / sizeof names[0] && !may_reach; k++)
+        may_reach = memmem(buf, total, names[k], strlen(names[k])) != NULL;
       keep = strlen(SHIM_NAME);
       memmove(buf, buf + total - keep, keep);
     }
   }
   fclose(f);
-  if (elf && !needs_shim)
+  if (elf && !may_reach)
     fprintf(stderr,
             "ferry run: warning: %s loads neither " SHIM_NAME " nor " DRIVER_NAME
             " (is it a CUDA program?); its CUDA calls, if any, stay local\n",

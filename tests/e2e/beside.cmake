@@ -34,7 +34,7 @@ add_custom_command(
 add_custom_target(ferry_beside_apps ALL DEPENDS ${FERRY_BESIDE_BINARIES} ${FERRY_APP_DIR}/dlopen_driver)
 
 set(FERRY_BESIDE_CASES rpath api_tour_rpath rpath_migrate rpath_migrate_helper runpath dlopen
-    nvidia_driver_loaded)
+    nvidia_driver_loaded run_warning)
 foreach(case ${FERRY_BESIDE_CASES})
   add_test(NAME e2e_beside_${case}
            COMMAND sh ${CMAKE_SOURCE_DIR}/tests/e2e/beside.sh ${CMAKE_BINARY_DIR} ${case}

@@ -107,6 +107,16 @@ nvidia_driver_loaded)
   expect_in vecadd.err "ferry: warning: $nvidia/stubs/libcuda.so is loaded in this process"
   [ "$(grep -c "is loaded in this process" "$work/vecadd.err")" = 1 ] || fail "the warning is not one line"
   ;;
+run_warning)
+  # `ferry run` warns about a program that cannot reach ferry (it names
+  # neither front end and cannot dlopen), and not about an interpreter that
+  # loads CUDA libraries at run time (python3 with PyTorch; perl stands in:
+  # Essential in Debian, and it imports dlopen)
+  "$bin/ferry" run -- /bin/true >"$work/true.out" 2>"$work/true.err" || fail "ferry run /bin/true failed"
+  expect_in true.err "ferry run: warning: /bin/true loads neither libcudart.so.13 nor libcuda.so.1"
+  "$bin/ferry" run -- perl -e 'exit 0' >"$work/perl.out" 2>"$work/perl.err" || fail "ferry run perl failed"
+  expect_not_in perl.err "loads neither"
+  ;;
 *) fail "unknown case" ;;
 esac
 echo "$e2e_name $case_name: ok"
