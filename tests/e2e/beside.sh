@@ -30,10 +30,7 @@ nvidia_first() {
   expect_not_in "$1.err" "calling init: $build/lib/libcudart.so.13"
 }
 # same LABEL: the checksum of the build against ferry's runtime ($want)
-same() {
-  got=$(value "$1" checksum)
-  [ -n "$got" ] && [ "$got" = "$want" ] || fail "$1: checksum '$got', ferry's runtime gives '$want'"
-}
+same() { same_checksum "$1"; }
 # reference: migrate_iter built against ferry's runtime, unmoved; sets $want, $launches
 reference() {
   rc=$(FERRY_CONTROL=off run shared migrate_iter)

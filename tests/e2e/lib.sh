@@ -109,6 +109,12 @@ expect_in() { grep -q -- "$2" "$work/$1" || fail "'$2' not found in $1"; }
 expect_not_in() { ! grep -q -- "$2" "$work/$1" || fail "'$2' found in $1"; }
 value() { sed -n "s/^$2: //p" "$work/$1.out" | head -n 1; }
 
+# same_checksum LABEL: LABEL printed the checksum of the reference run ($want)
+same_checksum() {
+  got=$(value "$1" checksum)
+  [ -n "$got" ] && [ "$got" = "$want" ] || fail "$1: checksum '$got', the reference run gives '$want'"
+}
+
 # passed LABEL RC: the program exited 0 and its own checks passed
 passed() {
   [ "$2" = 0 ] || fail "$1 exited $2"

@@ -22,10 +22,7 @@ ok() {
 }
 
 # same LABEL: the checksum of the -cudart shared build's run ($want)
-same() {
-  got=$(value "$1" checksum)
-  [ -n "$got" ] && [ "$got" = "$want" ] || fail "$1: checksum '$got', the shared build gives '$want'"
-}
+same() { same_checksum "$1"; }
 
 start_sim_server
 export FERRY_DEVICES="tcp://127.0.0.1:$port/0"
