@@ -141,7 +141,7 @@ struct ferry_exec {
 int exec_bad_handle(struct ferry_exec *ex, const char *kind, uint32_t id);
 
 /* one handler per call, generated from calls.def */
-#define FERRY_CALL(name, flags, args, rets)                                                    \
+#define FERRY_CALL(id, name, flags, args, rets)                                                \
   int ferry_x_##name(struct ferry_exec *ex, const struct ferry_##name##_args *a,             \
                      struct ferry_##name##_rets *r, struct ferry_io *io);
 #include "protocol/calls.def"

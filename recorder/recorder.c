@@ -21,7 +21,7 @@ enum { K_MAP = 1, K_MODULE, K_STREAM, K_EVENT, K_ARRAY, K_TEX, K_SURF, K_FLAGS, 
    follow the order of first resolution) */
 enum action { PLAIN, CREATE, DESTROY, SET, RESET, ONCE, SKIP };
 
-#define ARGS_FIT(name, flags, args, rets)                                                      \
+#define ARGS_FIT(id, name, flags, args, rets)                                                  \
   _Static_assert(!((flags) & RECORD) || sizeof(struct ferry_##name##_args) <= FERRY_RECORD_ARGS_BYTES, \
                  #name "'s args do not fit a record");
 #define FERRY_CALL ARGS_FIT

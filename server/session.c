@@ -688,7 +688,7 @@ int session_run_hello(struct ferry_conn *c, const struct server_opts *opts,
   pthread_condattr_destroy(&ca);
   ferry_decoder_init(&s.dec);
   size_t amax = 0;
-  for (unsigned i = 0; i < FERRY_CALL_COUNT; i++) {
+  for (unsigned i = 0; i < FERRY_CALL_LIMIT; i++) {
     if (ferry_args_size[i] > amax) amax = ferry_args_size[i];
     if (ferry_rets_size[i] > s.rets_size) s.rets_size = ferry_rets_size[i];
   }

@@ -534,7 +534,7 @@ static int call_now(struct ferry_vgpu *v, unsigned call, const void *args, void 
 
 int ferry_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
                const struct ferry_bulk *bulk) {
-  if (call >= FERRY_CALL_COUNT) return call_now(v, call, args, rets, bulk);
+  if (!ferry_call_valid(call)) return call_now(v, call, args, rets, bulk);
   __atomic_fetch_add(&v->calls[call], 1, __ATOMIC_RELAXED);
   if (ferry_query_invalidates(call)) {
     ferry_query_cache_bump(v);

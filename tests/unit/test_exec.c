@@ -809,7 +809,7 @@ static void test_streams_events(void **state) {
   struct ferry_hello_args ha = {0};
   struct ferry_hello_rets hr;
   assert_int_equal(call0(FERRY_CALL_hello, &ha, &hr), INVALID_VALUE);
-  assert_int_equal(ferry_exec_call(ex, FERRY_CALL_COUNT, &ha, &hr, NULL), INVALID_VALUE);
+  assert_int_equal(ferry_exec_call(ex, FERRY_CALL_LIMIT, &ha, &hr, NULL), INVALID_VALUE);
 }
 
 static void test_close_frees_arena(void **state) {
