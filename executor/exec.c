@@ -313,12 +313,6 @@ int ferry_exec_take_async_error(struct ferry_exec *ex) {
 
 /* ---- device-wide calls ---- */
 
-int ferry_x_device_synchronize(struct ferry_exec *ex, const struct ferry_device_synchronize_args *a,
-                               struct ferry_device_synchronize_rets *r, struct ferry_io *io) {
-  (void)a, (void)r, (void)io;
-  return CU(ex->d->CtxSynchronize());
-}
-
 int ferry_x_device_reset(struct ferry_exec *ex, const struct ferry_device_reset_args *a,
                          struct ferry_device_reset_rets *r, struct ferry_io *io) {
   (void)a, (void)r, (void)io;

@@ -149,6 +149,7 @@ int exec_bad_handle(struct ferry_exec *ex, const char *kind, uint32_t id);
 
 /* stream id -> CUstream; 0 legacy (NULL), 1 CU_STREAM_LEGACY, 2 per-thread */
 int exec_stream(struct ferry_exec *ex, uint32_t id, CUstream *out);
+int exec_event(struct ferry_exec *ex, uint32_t id, CUevent *out);
 /* module << 16 | index -> function; EXEC_INVALID_HANDLE / EXEC_INVALID_DEVICE_FUNC */
 int exec_func(struct ferry_exec *ex, uint32_t func, struct exec_func **out);
 

@@ -62,6 +62,12 @@ typedef struct { const void *ptr; uint32_t len; } ferry_blob;
 #define RECORD 0x4u
 #define BULK_IN 0x8u
 #define BULK_OUT 0x10u
+#define CACHED 0x20u
+#define INVALIDATES 0x40u
+#define FLUSHES_OUTPUT 0x80u
+#define WAITS 0x100u
+#define LAUNCHES 0x200u
+#define DRAINS 0x400u
 
 /* every wire id is below this: the size of tables indexed by call. Raising
    it changes nothing on the wire (ids stay below FERRY_KIND_REPLY). */

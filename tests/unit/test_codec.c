@@ -362,6 +362,44 @@ static void holes_are_invalid(void **state) {
   ferry_decoder_destroy(&d);
 }
 
+/* the flags that replaced per-call switches (query_cache.c, session.c,
+   local.c) name the calls those switches named, among the calls they knew
+   (ids 0 to 63) */
+static void check_flag(unsigned flag, const char *what, const unsigned *calls, size_t n) {
+  for (unsigned id = 0; id <= FERRY_CALL_memcpy_dtoh_host; id++) {
+    if (!ferry_call_valid(id)) continue;
+    int listed = 0;
+    for (size_t i = 0; i < n; i++) listed |= calls[i] == id;
+    if (listed != !!(ferry_calls[id].flags & flag))
+      fail_msg("%s: %s %s", what, ferry_calls[id].name, listed ? "lacks the flag" : "has the flag");
+  }
+}
+#define CHECK_FLAG(flag, ...)                                                                 \
+  do {                                                                                        \
+    static const unsigned calls[] = {__VA_ARGS__};                                            \
+    check_flag(flag, #flag, calls, sizeof calls / sizeof calls[0]);                           \
+  } while (0)
+
+static void flags_name_the_calls_the_switches_named(void **state) {
+  (void)state;
+  CHECK_FLAG(CACHED, FERRY_CALL_func_get_attributes, FERRY_CALL_occupancy,
+             FERRY_CALL_occupancy_smem, FERRY_CALL_occupancy_clusters,
+             FERRY_CALL_stream_priority_range);
+  CHECK_FLAG(INVALIDATES, FERRY_CALL_func_set_attribute, FERRY_CALL_func_set_cache_config,
+             FERRY_CALL_device_set_cache_config, FERRY_CALL_device_set_limit,
+             FERRY_CALL_set_device_flags, FERRY_CALL_device_reset, FERRY_CALL_module_load,
+             FERRY_CALL_module_unload);
+  CHECK_FLAG(FLUSHES_OUTPUT, FERRY_CALL_device_synchronize, FERRY_CALL_device_reset,
+             FERRY_CALL_stream_synchronize, FERRY_CALL_event_synchronize, FERRY_CALL_memcpy_htod,
+             FERRY_CALL_memcpy_dtoh, FERRY_CALL_memcpy_dtod, FERRY_CALL_memcpy2d_htod,
+             FERRY_CALL_memcpy2d_dtoh, FERRY_CALL_memcpy3d_dtoh, FERRY_CALL_memcpy_dtoh_gather,
+             FERRY_CALL_module_load, FERRY_CALL_module_unload);
+  CHECK_FLAG(WAITS, FERRY_CALL_device_synchronize, FERRY_CALL_stream_synchronize,
+             FERRY_CALL_stream_query, FERRY_CALL_event_synchronize, FERRY_CALL_event_query);
+  CHECK_FLAG(LAUNCHES, FERRY_CALL_launch);
+  CHECK_FLAG(DRAINS, FERRY_CALL_device_synchronize, FERRY_CALL_device_reset);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(launch_round_trip),
@@ -370,6 +408,7 @@ int main(void) {
       cmocka_unit_test(every_call_has_a_name_and_one_mode),
       cmocka_unit_test(ids_are_explicit_and_stable),
       cmocka_unit_test(holes_are_invalid),
+      cmocka_unit_test(flags_name_the_calls_the_switches_named),
       cmocka_unit_test(refuses_counts_the_body_cannot_hold),
       cmocka_unit_test(every_call_round_trips),
   };
