@@ -221,15 +221,15 @@ int ferry_x_hello(struct ferry_exec *ex, const struct ferry_hello_args *a,
 
 /* calling through the exact type: one thunk per call */
 typedef int (*exec_handler)(struct ferry_exec *, const void *, void *, struct ferry_io *);
-#define FERRY_CALL(name, flags, args, rets)                                                    \
+#define FERRY_CALL(id, name, flags, args, rets)                                                \
   static int thunk_##name(struct ferry_exec *ex, const void *a, void *r, struct ferry_io *io) { \
     return ferry_x_##name(ex, a, r, io);                                                       \
   }
 #include "protocol/calls.def"
 #undef FERRY_CALL
 
-static const exec_handler handlers[FERRY_CALL_COUNT] = {
-#define FERRY_CALL(name, flags, args, rets) [FERRY_CALL_##name] = thunk_##name,
+static const exec_handler handlers[FERRY_CALL_LIMIT] = {
+#define FERRY_CALL(id, name, flags, args, rets) [FERRY_CALL_##name] = thunk_##name,
 #include "protocol/calls.def"
 #undef FERRY_CALL
 };
@@ -312,12 +312,6 @@ int ferry_exec_take_async_error(struct ferry_exec *ex) {
 }
 
 /* ---- device-wide calls ---- */
-
-int ferry_x_device_synchronize(struct ferry_exec *ex, const struct ferry_device_synchronize_args *a,
-                               struct ferry_device_synchronize_rets *r, struct ferry_io *io) {
-  (void)a, (void)r, (void)io;
-  return CU(ex->d->CtxSynchronize());
-}
 
 int ferry_x_device_reset(struct ferry_exec *ex, const struct ferry_device_reset_args *a,
                          struct ferry_device_reset_rets *r, struct ferry_io *io) {

@@ -56,7 +56,22 @@ const struct ferry_driver *ferry_exec_driver(const struct ferry_exec *ex);
 CUcontext ferry_exec_context(const struct ferry_exec *ex);
 /* a client stream id -> CUstream; 0 or a cudaError_t */
 int ferry_exec_stream(struct ferry_exec *ex, uint32_t id, CUstream *out);
-int ferry_exec_event(struct ferry_exec *ex, uint32_t id, CUevent *out);
+
+/* The calls flagged WAITS in calls.def (synchronize or query the device, a
+   stream, an event) in two steps, for callers whose threads share one
+   executor under a lock (local mode): ferry_exec_wait_of, under the lock,
+   resolves the call's handle into a wait; ferry_exec_wait, without it,
+   waits, so that one thread's wait never stalls another's calls. Both
+   return a cudaError_t; wait_of refuses other calls (cudaErrorInvalidValue). */
+struct ferry_wait {
+  const struct ferry_driver *d;
+  enum { FERRY_WAIT_DEVICE, FERRY_WAIT_STREAM, FERRY_WAIT_EVENT } on;
+  int query; /* only ask: cudaErrorNotReady while work is pending */
+  CUstream stream;
+  CUevent event;
+};
+int ferry_exec_wait_of(struct ferry_exec *ex, unsigned call, const void *args, struct ferry_wait *w);
+int ferry_exec_wait(const struct ferry_wait *w);
 
 /* Host memory at [base, base + size) is shared with the peer at the same
    addresses (ferry-mhelper: the program's shared host arena; the executor

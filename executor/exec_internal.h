@@ -141,7 +141,7 @@ struct ferry_exec {
 int exec_bad_handle(struct ferry_exec *ex, const char *kind, uint32_t id);
 
 /* one handler per call, generated from calls.def */
-#define FERRY_CALL(name, flags, args, rets)                                                    \
+#define FERRY_CALL(id, name, flags, args, rets)                                                \
   int ferry_x_##name(struct ferry_exec *ex, const struct ferry_##name##_args *a,             \
                      struct ferry_##name##_rets *r, struct ferry_io *io);
 #include "protocol/calls.def"
@@ -149,6 +149,7 @@ int exec_bad_handle(struct ferry_exec *ex, const char *kind, uint32_t id);
 
 /* stream id -> CUstream; 0 legacy (NULL), 1 CU_STREAM_LEGACY, 2 per-thread */
 int exec_stream(struct ferry_exec *ex, uint32_t id, CUstream *out);
+int exec_event(struct ferry_exec *ex, uint32_t id, CUevent *out);
 /* module << 16 | index -> function; EXEC_INVALID_HANDLE / EXEC_INVALID_DEVICE_FUNC */
 int exec_func(struct ferry_exec *ex, uint32_t func, struct exec_func **out);
 

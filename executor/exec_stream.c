@@ -38,7 +38,7 @@ int exec_stream(struct ferry_exec *ex, uint32_t id, CUstream *out) {
   return EXEC_OK;
 }
 
-static int event_of(struct ferry_exec *ex, uint32_t id, CUevent *out) {
+int exec_event(struct ferry_exec *ex, uint32_t id, CUevent *out) {
   if (id >= ex->nevents || !ex->events[id]) {
     exec_bad_handle(ex, "event", id);
     return EXEC_INVALID_HANDLE;
@@ -92,22 +92,6 @@ int ferry_x_stream_destroy(struct ferry_exec *ex, const struct ferry_stream_dest
   return CU(res);
 }
 
-int ferry_x_stream_synchronize(struct ferry_exec *ex, const struct ferry_stream_synchronize_args *a,
-                               struct ferry_stream_synchronize_rets *r, struct ferry_io *io) {
-  (void)r, (void)io;
-  CUstream s;
-  int rc = exec_stream(ex, a->stream, &s);
-  return rc ? rc : CU(ex->d->StreamSynchronize(s));
-}
-
-int ferry_x_stream_query(struct ferry_exec *ex, const struct ferry_stream_query_args *a,
-                         struct ferry_stream_query_rets *r, struct ferry_io *io) {
-  (void)r, (void)io;
-  CUstream s;
-  int rc = exec_stream(ex, a->stream, &s);
-  return rc ? rc : CU(ex->d->StreamQuery(s));
-}
-
 int ferry_x_stream_wait_event(struct ferry_exec *ex, const struct ferry_stream_wait_event_args *a,
                               struct ferry_stream_wait_event_rets *r, struct ferry_io *io) {
   (void)r, (void)io;
@@ -115,7 +99,7 @@ int ferry_x_stream_wait_event(struct ferry_exec *ex, const struct ferry_stream_w
   CUevent e;
   int rc = exec_stream(ex, a->stream, &s);
   if (!rc)
-    rc = event_of(ex, a->event, &e);
+    rc = exec_event(ex, a->event, &e);
   return rc ? rc : CU(ex->d->StreamWaitEvent(s, e, a->flags));
 }
 
@@ -140,7 +124,7 @@ int ferry_x_event_destroy(struct ferry_exec *ex, const struct ferry_event_destro
                           struct ferry_event_destroy_rets *r, struct ferry_io *io) {
   (void)r, (void)io;
   CUevent e;
-  int rc = event_of(ex, a->event, &e);
+  int rc = exec_event(ex, a->event, &e);
   if (rc)
     return rc;
   CUresult res = ex->d->EventDestroy(e);
@@ -153,26 +137,10 @@ int ferry_x_event_record(struct ferry_exec *ex, const struct ferry_event_record_
   (void)r, (void)io;
   CUstream s;
   CUevent e;
-  int rc = event_of(ex, a->event, &e);
+  int rc = exec_event(ex, a->event, &e);
   if (!rc)
     rc = exec_stream(ex, a->stream, &s);
   return rc ? rc : CU(ex->d->EventRecord(e, s));
-}
-
-int ferry_x_event_synchronize(struct ferry_exec *ex, const struct ferry_event_synchronize_args *a,
-                              struct ferry_event_synchronize_rets *r, struct ferry_io *io) {
-  (void)r, (void)io;
-  CUevent e;
-  int rc = event_of(ex, a->event, &e);
-  return rc ? rc : CU(ex->d->EventSynchronize(e));
-}
-
-int ferry_x_event_query(struct ferry_exec *ex, const struct ferry_event_query_args *a,
-                        struct ferry_event_query_rets *r, struct ferry_io *io) {
-  (void)r, (void)io;
-  CUevent e;
-  int rc = event_of(ex, a->event, &e);
-  return rc ? rc : CU(ex->d->EventQuery(e));
 }
 
 int ferry_x_event_elapsed(struct ferry_exec *ex, const struct ferry_event_elapsed_args *a,
@@ -180,15 +148,11 @@ int ferry_x_event_elapsed(struct ferry_exec *ex, const struct ferry_event_elapse
   (void)io;
   CUevent s, e;
   float ms = 0;
-  int rc = event_of(ex, a->start, &s);
+  int rc = exec_event(ex, a->start, &s);
   if (!rc)
-    rc = event_of(ex, a->end, &e);
+    rc = exec_event(ex, a->end, &e);
   if (!rc)
     rc = CU(ex->d->EventElapsedTime(&ms, s, e));
   r->ms = ms;
   return rc;
-}
-
-int ferry_exec_event(struct ferry_exec *ex, uint32_t id, CUevent *out) {
-  return event_of(ex, id, out);
 }

@@ -33,7 +33,7 @@
 #define ARGS(...) __VA_ARGS__
 #define RETS(...)
 #define F(type, field) EXTRA_##type(field)
-#define FERRY_CALL(name, flags, args, rets)                                                    \
+#define FERRY_CALL(id, name, flags, args, rets)                                                \
   static size_t args_extra_##name(const struct ferry_##name##_args *s) {                        \
     size_t n = 0;                                                                              \
     (void)s;                                                                                   \
@@ -43,7 +43,7 @@
 #undef FERRY_CALL
 #undef F
 #define F(type, field) COPY_##type(field)
-#define FERRY_CALL(name, flags, args, rets)                                                    \
+#define FERRY_CALL(id, name, flags, args, rets)                                                \
   static void args_clone_##name(const struct ferry_##name##_args *s,                            \
                                 struct ferry_##name##_args *d, char *p) {                       \
     *d = *s;                                                                                   \
@@ -59,7 +59,7 @@
 #define ARGS(...)
 #define RETS(...) __VA_ARGS__
 #define F(type, field) EXTRA_##type(field)
-#define FERRY_CALL(name, flags, args, rets)                                                    \
+#define FERRY_CALL(id, name, flags, args, rets)                                                \
   static size_t rets_extra_##name(const struct ferry_##name##_rets *s) {                        \
     size_t n = 0;                                                                              \
     (void)s;                                                                                   \
@@ -69,7 +69,7 @@
 #undef FERRY_CALL
 #undef F
 #define F(type, field) COPY_##type(field)
-#define FERRY_CALL(name, flags, args, rets)                                                    \
+#define FERRY_CALL(id, name, flags, args, rets)                                                \
   static void rets_clone_##name(const struct ferry_##name##_rets *s,                            \
                                 struct ferry_##name##_rets *d, char *p) {                       \
     *d = *s;                                                                                   \
@@ -84,7 +84,7 @@
 
 size_t ferry_args_extra(unsigned call, const void *args) {
   switch (call) {
-#define FERRY_CALL(name, flags, args_, rets_)                                                  \
+#define FERRY_CALL(id, name, flags, args_, rets_)                                              \
   case FERRY_CALL_##name: return args_extra_##name(args);
 #include "calls.def"
 #undef FERRY_CALL
@@ -94,7 +94,7 @@ size_t ferry_args_extra(unsigned call, const void *args) {
 
 size_t ferry_rets_extra(unsigned call, const void *rets) {
   switch (call) {
-#define FERRY_CALL(name, flags, args, rets_)                                                   \
+#define FERRY_CALL(id, name, flags, args, rets_)                                               \
   case FERRY_CALL_##name: return rets_extra_##name(rets);
 #include "calls.def"
 #undef FERRY_CALL
@@ -104,7 +104,7 @@ size_t ferry_rets_extra(unsigned call, const void *rets) {
 
 void ferry_args_clone(unsigned call, const void *src, void *dst, void *extra) {
   switch (call) {
-#define FERRY_CALL(name, flags, args, rets)                                                    \
+#define FERRY_CALL(id, name, flags, args, rets)                                                \
   case FERRY_CALL_##name: args_clone_##name(src, dst, extra); break;
 #include "calls.def"
 #undef FERRY_CALL
@@ -114,7 +114,7 @@ void ferry_args_clone(unsigned call, const void *src, void *dst, void *extra) {
 
 void ferry_rets_clone(unsigned call, const void *src, void *dst, void *extra) {
   switch (call) {
-#define FERRY_CALL(name, flags, args, rets)                                                    \
+#define FERRY_CALL(id, name, flags, args, rets)                                                \
   case FERRY_CALL_##name: rets_clone_##name(src, dst, extra); break;
 #include "calls.def"
 #undef FERRY_CALL

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-const struct ferry_call_info ferry_calls[FERRY_CALL_COUNT] = {
-#define FERRY_CALL(name, flags, args, rets) [FERRY_CALL_##name] = {#name, (flags)},
+const struct ferry_call_info ferry_calls[FERRY_CALL_LIMIT] = {
+#define FERRY_CALL(id, name, flags, args, rets) [id] = {#name, (flags)},
 #include "calls.def"
 #undef FERRY_CALL
 };
@@ -233,14 +233,14 @@ int ferry_msgpack_check(const void *body, size_t len, unsigned max_depth, char *
 
 #define F COUNT_FIELD
 enum {
-#define FERRY_CALL(name, flags, args, rets) name##_args_count = 0 args, name##_rets_count = 0 rets,
+#define FERRY_CALL(id, name, flags, args, rets) name##_args_count = 0 args, name##_rets_count = 0 rets,
 #include "calls.def"
 #undef FERRY_CALL
 };
 #undef F
 
 #define F PACK_FIELD
-#define FERRY_CALL(name, flags, args, rets)                                   \
+#define FERRY_CALL(id, name, flags, args, rets)                               \
   static int pack_##name##_args(msgpack_packer *pk, const void *p) {          \
     const struct ferry_##name##_args *s = p;                                  \
     (void)s;                                                                  \
@@ -258,7 +258,7 @@ enum {
 #undef F
 
 #define F UNPACK_FIELD
-#define FERRY_CALL(name, flags, args, rets)                                          \
+#define FERRY_CALL(id, name, flags, args, rets)                                      \
   static int unpack_##name##_args(const msgpack_object *o, void *p, char *err,       \
                                   size_t errlen) {                                   \
     struct ferry_##name##_args *s = p;                                               \
@@ -284,38 +284,39 @@ enum {
 typedef int (*pack_fn)(msgpack_packer *, const void *);
 typedef int (*unpack_fn)(const msgpack_object *, void *, char *, size_t);
 
-static const pack_fn pack_args[] = {
-#define FERRY_CALL(name, flags, args, rets) pack_##name##_args,
+/* tables by id; a hole's entries stay NULL (ferry_call_valid refuses it) */
+static const pack_fn pack_args[FERRY_CALL_LIMIT] = {
+#define FERRY_CALL(id, name, flags, args, rets) [id] = pack_##name##_args,
 #include "calls.def"
 #undef FERRY_CALL
 };
-static const pack_fn pack_rets[] = {
-#define FERRY_CALL(name, flags, args, rets) pack_##name##_rets,
+static const pack_fn pack_rets[FERRY_CALL_LIMIT] = {
+#define FERRY_CALL(id, name, flags, args, rets) [id] = pack_##name##_rets,
 #include "calls.def"
 #undef FERRY_CALL
 };
-static const unpack_fn unpack_args[] = {
-#define FERRY_CALL(name, flags, args, rets) unpack_##name##_args,
+static const unpack_fn unpack_args[FERRY_CALL_LIMIT] = {
+#define FERRY_CALL(id, name, flags, args, rets) [id] = unpack_##name##_args,
 #include "calls.def"
 #undef FERRY_CALL
 };
-static const unpack_fn unpack_rets[] = {
-#define FERRY_CALL(name, flags, args, rets) unpack_##name##_rets,
+static const unpack_fn unpack_rets[FERRY_CALL_LIMIT] = {
+#define FERRY_CALL(id, name, flags, args, rets) [id] = unpack_##name##_rets,
 #include "calls.def"
 #undef FERRY_CALL
 };
-static const unsigned field_count[][2] = {
-#define FERRY_CALL(name, flags, args, rets) {name##_args_count, name##_rets_count},
+static const unsigned field_count[FERRY_CALL_LIMIT][2] = {
+#define FERRY_CALL(id, name, flags, args, rets) [id] = {name##_args_count, name##_rets_count},
 #include "calls.def"
 #undef FERRY_CALL
 };
-const size_t ferry_args_size[FERRY_CALL_COUNT] = {
-#define FERRY_CALL(name, flags, args, rets) sizeof(struct ferry_##name##_args),
+const size_t ferry_args_size[FERRY_CALL_LIMIT] = {
+#define FERRY_CALL(id, name, flags, args, rets) [id] = sizeof(struct ferry_##name##_args),
 #include "calls.def"
 #undef FERRY_CALL
 };
-const size_t ferry_rets_size[FERRY_CALL_COUNT] = {
-#define FERRY_CALL(name, flags, args, rets) sizeof(struct ferry_##name##_rets),
+const size_t ferry_rets_size[FERRY_CALL_LIMIT] = {
+#define FERRY_CALL(id, name, flags, args, rets) [id] = sizeof(struct ferry_##name##_rets),
 #include "calls.def"
 #undef FERRY_CALL
 };

@@ -52,8 +52,9 @@ int ferry_decode_rets(struct ferry_decoder *d, unsigned call, const void *body, 
 int ferry_msgpack_check(const void *body, size_t len, unsigned max_depth, char *err,
                         size_t errlen);
 
-/* sizes of the generated structs, for callers that allocate them generically */
-extern const size_t ferry_args_size[FERRY_CALL_COUNT];
-extern const size_t ferry_rets_size[FERRY_CALL_COUNT];
+/* sizes of the generated structs, for callers that allocate them generically
+   (0 for an id no call has) */
+extern const size_t ferry_args_size[FERRY_CALL_LIMIT];
+extern const size_t ferry_rets_size[FERRY_CALL_LIMIT];
 
 #endif

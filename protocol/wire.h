@@ -6,6 +6,8 @@
  * bytes are never copied into the msgpack body, so large copies go straight
  * from the user's buffer to the socket. A reply that carries bulk bytes ends
  * with a 4-byte final status (the copy may fail after the header was sent).
+ * A frame's kind is a call's wire id (calls.def's first column) or one of
+ * FERRY_KIND_*; a peer of another FERRY_PROTOCOL_VERSION is refused at hello.
  */
 #ifndef FERRY_WIRE_H
 #define FERRY_WIRE_H
@@ -14,7 +16,7 @@
 #include <stddef.h>
 
 #define FERRY_MAGIC 0x31595246u /* "FRY1" little endian */
-#define FERRY_PROTOCOL_VERSION 4u
+#define FERRY_PROTOCOL_VERSION 5u
 #define FERRY_MAX_BODY (1u << 20)          /* msgpack body; params are <= 32 KiB */
 #define FERRY_MAX_BULK (1ull << 40)        /* sanity bound for a single transfer */
 #define FERRY_MAX_LAUNCH_ATTRS 16u         /* launch attributes in one launch's attrs blob */
@@ -54,28 +56,42 @@ typedef float ferry_f32;
 typedef const char *ferry_str; /* decoded: points into the frame, NUL-terminated */
 typedef struct { const void *ptr; uint32_t len; } ferry_blob;
 
-/* call flags */
+/* call flags (calls.def says what each means) */
 #define SYNC 0x1u
 #define ASYNC 0x2u
 #define RECORD 0x4u
 #define BULK_IN 0x8u
 #define BULK_OUT 0x10u
+#define CACHED 0x20u
+#define INVALIDATES 0x40u
+#define FLUSHES_OUTPUT 0x80u
+#define WAITS 0x100u
+#define LAUNCHES 0x200u
+#define DRAINS 0x400u
+
+/* every wire id is below this: the size of tables indexed by call. Raising
+   it changes nothing on the wire (ids stay below FERRY_KIND_REPLY). */
+#define FERRY_CALL_LIMIT 128u
+_Static_assert(FERRY_CALL_LIMIT <= FERRY_KIND_REPLY, "call ids and frame kinds overlap");
 
 enum ferry_call_id {
-#define FERRY_CALL(name, flags, args, rets) FERRY_CALL_##name,
+#define FERRY_CALL(id, name, flags, args, rets) FERRY_CALL_##name = (id),
 #include "calls.def"
 #undef FERRY_CALL
-  FERRY_CALL_COUNT
 };
+#define FERRY_CALL(id, name, flags, args, rets)                                                \
+  _Static_assert((id) < FERRY_CALL_LIMIT, #name "'s id is not below FERRY_CALL_LIMIT");
+#include "calls.def"
+#undef FERRY_CALL
 
 /* one struct per call for its arguments and one for its results */
 #define ARGS(...) __VA_ARGS__
 #define RETS(...) __VA_ARGS__
 #define F(type, field) ferry_##type field;
-#define FERRY_CALL(name, flags, args, rets) struct ferry_##name##_args { args char unused_; };
+#define FERRY_CALL(id, name, flags, args, rets) struct ferry_##name##_args { args char unused_; };
 #include "calls.def"
 #undef FERRY_CALL
-#define FERRY_CALL(name, flags, args, rets) struct ferry_##name##_rets { rets char unused_; };
+#define FERRY_CALL(id, name, flags, args, rets) struct ferry_##name##_rets { rets char unused_; };
 #undef ARGS
 #define ARGS(...)
 #include "calls.def"
@@ -85,11 +101,22 @@ enum ferry_call_id {
 #undef FERRY_CALL
 
 struct ferry_call_info {
-  const char *name;
+  const char *name; /* NULL: no call has this id */
   unsigned flags;
 };
-extern const struct ferry_call_info ferry_calls[FERRY_CALL_COUNT];
+extern const struct ferry_call_info ferry_calls[FERRY_CALL_LIMIT];
 
-static inline int ferry_call_valid(unsigned id) { return id < FERRY_CALL_COUNT; }
+/* whether a call has this id; one case per id, so that two calls with the
+   same id do not compile */
+static inline int ferry_call_valid(unsigned call) {
+  switch (call) {
+#define FERRY_CALL(id, name, flags, args, rets) case (id):
+#include "calls.def"
+#undef FERRY_CALL
+    return 1;
+  default:
+    return 0;
+  }
+}
 
 #endif

@@ -1,7 +1,9 @@
 /*
- * The replay log (see recorder.h). Recording is on the path of every
- * state-building call, so it is a struct copy and a hash probe under one
- * lock; str/blob bytes are copied only for the few calls that have them.
+ * The replay log (see recorder.h). How each call is keyed comes from its
+ * FERRY_RECORD line in calls.def; what dies with a destroyed object is a
+ * rule per kind here. Recording is on the path of every state-building
+ * call, so it is a struct copy and a hash probe under one lock; str/blob
+ * bytes are copied only for the few calls that have them.
  */
 #include "recorder/recorder.h"
 
@@ -10,76 +12,65 @@
 
 #include "protocol/clone.h"
 
-/* key kinds (key_hi's top byte) */
-enum { K_MAP = 1, K_MODULE, K_STREAM, K_EVENT, K_ARRAY, K_TEX, K_SURF, K_FLAGS, K_LIMIT,
+/* key kinds (key_hi's top byte): the kind column of calls.def's FERRY_RECORD lines */
+enum { K_NONE, K_MAP, K_MODULE, K_STREAM, K_EVENT, K_ARRAY, K_TEX, K_SURF, K_FLAGS, K_LIMIT,
        K_CACHE, K_FUNC_ATTR, K_FUNC_CACHE, K_EVENT_RECORD, K_MODULE_FUNC,
        K_CTX_OBJECT };
-#define KEY(kind, id) ((uint64_t)(kind) << 56 | (uint64_t)(id))
+#define KEY(kind, owner) ((uint64_t)(kind) << 56 | (uint64_t)(owner))
 
-/* what a call does to the log; ONCE: only the first record of a key
-   stays, where a later one must not move it (module_function: indexes
-   follow the order of first resolution) */
+/* what a call does to the log (the action column); ONCE: only the first
+   record of a key stays, where a later one must not move it */
 enum action { PLAIN, CREATE, DESTROY, SET, RESET, ONCE, SKIP };
 
-#define ARGS_FIT(name, flags, args, rets)                                                      \
-  _Static_assert(!((flags) & RECORD) || sizeof(struct ferry_##name##_args) <= FERRY_RECORD_ARGS_BYTES, \
-                 #name "'s args do not fit a record");
-#define FERRY_CALL ARGS_FIT
+/* a call's place in the log, from its FERRY_RECORD line */
+struct spec {
+  enum action act;
+  uint64_t hi, lo; /* the key: KEY(kind, owner), id */
+  uint64_t object;
+};
+
+/* A RECORD call's args fit a record, and it has exactly one FERRY_RECORD
+   line: the lines name RECORD calls only, none twice (its spec_ function
+   would be defined twice), and there are as many as RECORD calls. */
+#define FERRY_CALL(id, name, flags, args, rets)                                                \
+  _Static_assert(!((flags) & RECORD) ||                                                        \
+                     sizeof(struct ferry_##name##_args) <= FERRY_RECORD_ARGS_BYTES,            \
+                 #name "'s args do not fit a record");                                         \
+  enum { flags_##name = (flags) };
+#include "protocol/calls.def"
+#undef FERRY_CALL
+enum {
+  record_calls = 0
+#define FERRY_CALL(id, name, flags, args, rets) + !!((flags) & RECORD)
+#include "protocol/calls.def"
+#undef FERRY_CALL
+  , record_specs = 0
+#define FERRY_CALL(...)
+#define FERRY_RECORD(...) + 1
+#include "protocol/calls.def"
+#undef FERRY_CALL
+};
+_Static_assert(record_calls == record_specs, "a RECORD call has no FERRY_RECORD line in calls.def");
+
+#define FERRY_CALL(...)
+#define FERRY_RECORD(name, action, kind, owner, id, object)                                    \
+  _Static_assert(flags_##name & RECORD, #name " has a FERRY_RECORD line but no RECORD flag");  \
+  static struct spec spec_##name(const void *args, const void *rets) {                         \
+    static const struct ferry_##name##_rets none;                                              \
+    const struct ferry_##name##_args *a = args;                                                \
+    const struct ferry_##name##_rets *r = rets ? rets : &none;                                 \
+    (void)a, (void)r;                                                                          \
+    return (struct spec){(action), KEY(K_##kind, (owner)), (id), (object)};                    \
+  }
 #include "protocol/calls.def"
 #undef FERRY_CALL
 
-static enum action classify(unsigned call, const void *a, const void *rets, uint64_t *hi,
-                            uint64_t *lo) {
-  *hi = *lo = 0;
-  switch (call) {
-#define ID(kind, field, act) (*hi = KEY(kind, 0), *lo = (field), act)
-  case FERRY_CALL_mem_map: return ID(K_MAP, ((const struct ferry_mem_map_args *)a)->addr, CREATE);
-  case FERRY_CALL_mem_unmap: return ID(K_MAP, ((const struct ferry_mem_unmap_args *)a)->addr, DESTROY);
-  case FERRY_CALL_module_load: return ID(K_MODULE, ((const struct ferry_module_load_args *)a)->module, CREATE);
-  case FERRY_CALL_module_unload: return ID(K_MODULE, ((const struct ferry_module_unload_args *)a)->module, DESTROY);
-  case FERRY_CALL_stream_create: return ID(K_STREAM, ((const struct ferry_stream_create_args *)a)->stream, CREATE);
-  case FERRY_CALL_stream_destroy: return ID(K_STREAM, ((const struct ferry_stream_destroy_args *)a)->stream, DESTROY);
-  case FERRY_CALL_event_create: return ID(K_EVENT, ((const struct ferry_event_create_args *)a)->event, CREATE);
-  case FERRY_CALL_event_destroy: return ID(K_EVENT, ((const struct ferry_event_destroy_args *)a)->event, DESTROY);
-  /* only the latest record of an event matters: it makes the event complete */
-  case FERRY_CALL_event_record: return ID(K_EVENT_RECORD, ((const struct ferry_event_record_args *)a)->event, SET);
-  case FERRY_CALL_array_create: return ID(K_ARRAY, ((const struct ferry_array_create_args *)a)->array, CREATE);
-  case FERRY_CALL_array_destroy: return ID(K_ARRAY, ((const struct ferry_array_destroy_args *)a)->array, DESTROY);
-  case FERRY_CALL_tex_create: return ID(K_TEX, ((const struct ferry_tex_create_rets *)rets)->object, CREATE);
-  case FERRY_CALL_tex_destroy: return ID(K_TEX, ((const struct ferry_tex_destroy_args *)a)->object, DESTROY);
-  case FERRY_CALL_surf_create: return ID(K_SURF, ((const struct ferry_surf_create_rets *)rets)->object, CREATE);
-  case FERRY_CALL_surf_destroy: return ID(K_SURF, ((const struct ferry_surf_destroy_args *)a)->object, DESTROY);
-  case FERRY_CALL_set_device_flags: return ID(K_FLAGS, 0, SET);
-  case FERRY_CALL_device_set_limit: return ID(K_LIMIT, ((const struct ferry_device_set_limit_args *)a)->limit, SET);
-  case FERRY_CALL_device_set_cache_config: return ID(K_CACHE, 0, SET);
-  case FERRY_CALL_func_set_attribute: {
-    const struct ferry_func_set_attribute_args *f = a;
-    *hi = KEY(K_FUNC_ATTR, f->func);
-    *lo = f->attr;
-    return SET;
-  }
-  case FERRY_CALL_func_set_cache_config:
-    return ID(K_FUNC_CACHE, ((const struct ferry_func_set_cache_config_args *)a)->func, SET);
-  case FERRY_CALL_module_function: {
-    /* keyed by the func id it made, so kill_module_funcs finds it */
-    const struct ferry_module_function_rets *f = rets;
-    *hi = KEY(K_MODULE_FUNC, (uint64_t)((const struct ferry_module_function_args *)a)->module << 16 |
-                                 (f ? f->index : 0));
-    return ONCE;
-  }
-  /* the driver frees these with its context (a reset) */
-  case FERRY_CALL_ctx_object_create:
-    /* an object the driver gave before is already in the log */
-    if (rets && ((const struct ferry_ctx_object_create_rets *)rets)->same_as) return SKIP;
-    /* keyed by its stream too, so that kill_stream_objects finds it */
-    *hi = KEY(K_CTX_OBJECT, ((const struct ferry_ctx_object_create_args *)a)->stream);
-    *lo = ((const struct ferry_ctx_object_create_args *)a)->object;
-    return CREATE;
-  case FERRY_CALL_device_reset: return RESET;
-#undef ID
-  default: return PLAIN;
-  }
-}
+static struct spec (*const specs[FERRY_CALL_LIMIT])(const void *args, const void *rets) = {
+#define FERRY_CALL(...)
+#define FERRY_RECORD(name, ...) [FERRY_CALL_##name] = spec_##name,
+#include "protocol/calls.def"
+#undef FERRY_CALL
+};
 
 static size_t hash_key(uint64_t hi, uint64_t lo, size_t n) {
   uint64_t x = hi * 0x9e3779b97f4a7c15ull ^ lo;
@@ -172,6 +163,15 @@ static void kill_stream_objects(struct ferry_recorder *r, uint64_t stream) {
   }
 }
 
+/* what dies with a destroyed object besides its own record */
+static void kill_owned(struct ferry_recorder *r, uint64_t hi, uint64_t id) {
+  switch (hi >> 56) {
+  case K_MODULE: kill_module_funcs(r, id); break;
+  case K_STREAM: kill_stream_objects(r, id); break;
+  case K_EVENT: kill_key(r, KEY(K_EVENT_RECORD, 0), id); break; /* its latest record */
+  }
+}
+
 static void journal_clear(struct ferry_recorder *r) {
   for (size_t i = 0; i < r->njournal; i++) drop(&r->journal[i]);
   r->njournal = 0;
@@ -199,15 +199,16 @@ void ferry_recorder_destroy(struct ferry_recorder *r) {
 }
 
 /* a record's copy of one call: args, their str/blob bytes, module_load's
-   variable addresses, the object or index the program holds */
+   variable addresses, the object or index the program holds; keyed or not
+   (a journal entry) */
 static int fill(struct ferry_record *rec, unsigned call, const void *args, const void *rets,
-                const void *bulk, uint64_t bulk_len, uint64_t hi, uint64_t lo) {
-  rec->key_hi = hi;
-  rec->key_lo = lo;
+                const void *bulk, uint64_t bulk_len, const struct spec *s, int keyed) {
+  rec->key_hi = keyed ? s->hi : 0;
+  rec->key_lo = keyed ? s->lo : 0;
   rec->call = call;
   rec->bulk = bulk;
   rec->bulk_len = bulk_len;
-  rec->object = 0;
+  rec->object = s->object;
   rec->extra = NULL;
   rec->var_info = NULL;
   rec->var_info_len = 0;
@@ -223,16 +224,12 @@ static int fill(struct ferry_record *rec, unsigned call, const void *args, const
     }
   }
   ferry_args_clone(call, args, rec->args, rec->extra);
-  if (call == FERRY_CALL_tex_create && rets) rec->object = ((const struct ferry_tex_create_rets *)rets)->object;
-  if (call == FERRY_CALL_surf_create && rets) rec->object = ((const struct ferry_surf_create_rets *)rets)->object;
-  if (call == FERRY_CALL_module_function && rets)
-    rec->object = ((const struct ferry_module_function_rets *)rets)->index;
   rec->live = 1;
   return 0;
 }
 
 static int append(struct ferry_recorder *r, unsigned call, const void *args, const void *rets,
-                  const void *bulk, uint64_t bulk_len, uint64_t hi, uint64_t lo) {
+                  const void *bulk, uint64_t bulk_len, const struct spec *s) {
   if (r->n == r->cap) {
     size_t cap = r->cap ? r->cap * 2 : 256;
     struct ferry_record *p = realloc(r->recs, cap * sizeof *p);
@@ -241,16 +238,16 @@ static int append(struct ferry_recorder *r, unsigned call, const void *args, con
     r->cap = cap;
   }
   if ((r->n - r->dead + 1) * 2 > r->nslots && reindex(r, r->n - r->dead + 1)) return -1;
-  if (fill(&r->recs[r->n], call, args, rets, bulk, bulk_len, hi, lo)) return -1;
+  if (fill(&r->recs[r->n], call, args, rets, bulk, bulk_len, s, 1)) return -1;
   r->n++;
   r->total++;
-  if (hi || lo) *find_slot(r, hi, lo) = r->n;
+  if (s->hi || s->lo) *find_slot(r, s->hi, s->lo) = r->n;
   return 0;
 }
 
 /* one change after the mark; a failure only breaks the journal */
 static void journal(struct ferry_recorder *r, unsigned call, const void *args, const void *rets,
-                    const void *bulk, uint64_t bulk_len) {
+                    const void *bulk, uint64_t bulk_len, const struct spec *s) {
   if (!r->journaling || r->journal_broken) return;
   if (r->njournal == FERRY_JOURNAL_MAX) goto broken;
   if (r->njournal == r->journal_cap) {
@@ -260,7 +257,7 @@ static void journal(struct ferry_recorder *r, unsigned call, const void *args, c
     r->journal = p;
     r->journal_cap = cap;
   }
-  if (fill(&r->journal[r->njournal], call, args, rets, bulk, bulk_len, 0, 0)) goto broken;
+  if (fill(&r->journal[r->njournal], call, args, rets, bulk, bulk_len, s, 0)) goto broken;
   r->njournal++;
   return;
 broken:
@@ -271,33 +268,30 @@ broken:
 int ferry_record(struct ferry_recorder *r, unsigned call, const void *args, const void *rets,
                  const void *bulk, uint64_t bulk_len) {
   if (!ferry_call_valid(call) || !(ferry_calls[call].flags & RECORD)) return 0;
-  uint64_t hi, lo;
-  enum action act = classify(call, args, rets, &hi, &lo);
+  struct spec s = specs[call](args, rets);
   int rc = 0;
   pthread_mutex_lock(&r->lock);
-  switch (act) {
+  switch (s.act) {
   case SKIP: break;
   case RESET: /* a reset device has none of the earlier state */
     clear(r);
     if (r->journaling) r->journal_broken = 1, journal_clear(r);
     break;
   case DESTROY:
-    journal(r, call, args, rets, bulk, bulk_len);
-    kill_key(r, hi, lo);
-    if (call == FERRY_CALL_module_unload) kill_module_funcs(r, lo);
-    if (call == FERRY_CALL_stream_destroy) kill_stream_objects(r, lo);
-    if (call == FERRY_CALL_event_destroy) kill_key(r, KEY(K_EVENT_RECORD, 0), lo);
+    journal(r, call, args, rets, bulk, bulk_len, &s);
+    kill_key(r, s.hi, s.lo);
+    kill_owned(r, s.hi, s.lo);
     break;
   case ONCE:
-    if (r->nslots && *find_slot(r, hi, lo)) break; /* the first record stands */
-    rc = append(r, call, args, rets, bulk, bulk_len, hi, lo);
-    if (!rc) journal(r, call, args, rets, bulk, bulk_len);
+    if (r->nslots && *find_slot(r, s.hi, s.lo)) break; /* the first record stands */
+    rc = append(r, call, args, rets, bulk, bulk_len, &s);
+    if (!rc) journal(r, call, args, rets, bulk, bulk_len, &s);
     break;
   case CREATE:
-  case SET: kill_key(r, hi, lo); /* fall through */
+  case SET: kill_key(r, s.hi, s.lo); /* fall through */
   case PLAIN:
-    rc = append(r, call, args, rets, bulk, bulk_len, hi, lo);
-    if (!rc) journal(r, call, args, rets, bulk, bulk_len);
+    rc = append(r, call, args, rets, bulk, bulk_len, &s);
+    if (!rc) journal(r, call, args, rets, bulk, bulk_len, &s);
     break;
   }
   if (!rc && r->dead > 64 && r->dead * 2 > r->n) rc = compact(r);

@@ -252,23 +252,9 @@ static int send_deferred(void *ctx, uint64_t token, const void *p, size_t n) {
 }
 
 /* everything that must reach the client before a reply: finished deferred
-   copies, then device printf output */
-/* the calls at which CUDA flushes device printf output: those that wait
-   for the device, and module loads; a query or a create never does, so it
-   never pays the look into the pipe */
-static int flushes_output(unsigned call) {
-  switch (call) {
-  case FERRY_CALL_device_synchronize: case FERRY_CALL_device_reset:
-  case FERRY_CALL_stream_synchronize: case FERRY_CALL_event_synchronize:
-  case FERRY_CALL_memcpy_htod: case FERRY_CALL_memcpy_dtoh: case FERRY_CALL_memcpy_dtod:
-  case FERRY_CALL_memcpy2d_htod: case FERRY_CALL_memcpy2d_dtoh: case FERRY_CALL_memcpy3d_dtoh:
-  case FERRY_CALL_memcpy_dtoh_gather: case FERRY_CALL_module_load: case FERRY_CALL_module_unload:
-    return 1;
-  default:
-    return 0;
-  }
-}
-
+   copies, then device printf output, which only FLUSHES_OUTPUT calls (those
+   at which CUDA flushes it) look for, so a query or a create never pays
+   the look into the pipe */
 static int flush_pending(struct session *s) {
   if (ferry_exec_flush_deferred(s->ex, send_deferred, s) || s->broken) {
     if (!s->broken) conn_failed(s);
@@ -276,7 +262,7 @@ static int flush_pending(struct session *s) {
   }
   char *out;
   size_t len;
-  capture_take(&out, &len, s->device_ran && flushes_output(s->call));
+  capture_take(&out, &len, s->device_ran && (ferry_calls[s->call].flags & FLUSHES_OUTPUT));
   if (!len) return 0;
   /* OUTPUT frames stay below FERRY_MAX_BULK trivially; split for the client's sake */
   int r = 0;
@@ -622,7 +608,7 @@ static void count_call(struct session *s, int status) {
 static int serve_one(struct session *s, const struct ferry_frame *h) {
   unsigned flags = ferry_calls[h->kind].flags;
   s->call = h->kind;
-  if (s->call == FERRY_CALL_launch) s->device_ran = 1; /* the only call that runs device code */
+  if (flags & LAUNCHES) s->device_ran = 1;
   struct ferry_bulk_in in = {.len = h->bulk_len, .read = bulk_in_read, .ctx = s};
   struct ferry_bulk_out out = {.begin = bulk_out_begin, .write = bulk_out_write, .ctx = s};
   struct ferry_io io = {.in = (flags & BULK_IN) ? &in : NULL,
@@ -660,8 +646,7 @@ static int serve_one(struct session *s, const struct ferry_frame *h) {
   if (flush_pending(s)) return -1;
   /* everything launched is done and its output flushed into the pipe,
      which flush_pending just read */
-  if (s->call == FERRY_CALL_device_synchronize || s->call == FERRY_CALL_device_reset)
-    s->device_ran = 0;
+  if (flags & DRAINS) s->device_ran = 0;
   if (encode_rets(s)) return -2;
   return send_frame(s, FERRY_KIND_REPLY, status, ferry_exec_take_async_error(s->ex), s->out.data,
                     s->out.len, NULL, 0, 0);
@@ -688,7 +673,7 @@ int session_run_hello(struct ferry_conn *c, const struct server_opts *opts,
   pthread_condattr_destroy(&ca);
   ferry_decoder_init(&s.dec);
   size_t amax = 0;
-  for (unsigned i = 0; i < FERRY_CALL_COUNT; i++) {
+  for (unsigned i = 0; i < FERRY_CALL_LIMIT; i++) {
     if (ferry_args_size[i] > amax) amax = ferry_args_size[i];
     if (ferry_rets_size[i] > s.rets_size) s.rets_size = ferry_rets_size[i];
   }

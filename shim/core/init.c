@@ -252,7 +252,7 @@ static void drain_at_exit(void) {
   for (int i = 0; i < ferry.count && getenv("FERRY_STATS"); i++) {
     char line[2048];
     size_t at = 0;
-    for (unsigned c = 0; c < FERRY_CALL_COUNT && at < sizeof line - 64; c++) {
+    for (unsigned c = 0; c < FERRY_CALL_LIMIT && at < sizeof line - 64; c++) {
       uint64_t n = __atomic_load_n(&ferry.vgpus[i].calls[c], __ATOMIC_RELAXED);
       if (n) at += (size_t)snprintf(line + at, sizeof line - at, " %s=%llu", ferry_calls[c].name,
                                     (unsigned long long)n);

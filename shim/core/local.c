@@ -138,49 +138,24 @@ static int keep_rets(unsigned call, void *rets) {
   return 0;
 }
 
-/* the calls that wait: handle looked up under the lock, the wait outside */
-static int blocking(struct ferry_local *L, unsigned call, const void *args, int *rc) {
-  CUstream s;
-  CUevent e;
-  switch (call) {
-  case FERRY_CALL_device_synchronize: *rc = ferry_cuda_error_from_cu(L->d->CtxSynchronize()); return 1;
-  case FERRY_CALL_stream_synchronize:
-  case FERRY_CALL_stream_query: {
-    const struct ferry_stream_synchronize_args *a = args; /* same layout as stream_query's */
-    pthread_mutex_lock(&L->lock);
-    *rc = ferry_exec_stream(L->ex, a->stream, &s);
-    pthread_mutex_unlock(&L->lock);
-    if (!*rc)
-      *rc = ferry_cuda_error_from_cu(call == FERRY_CALL_stream_query ? L->d->StreamQuery(s)
-                                                                      : L->d->StreamSynchronize(s));
-    return 1;
-  }
-  case FERRY_CALL_event_synchronize:
-  case FERRY_CALL_event_query: {
-    const struct ferry_event_synchronize_args *a = args;
-    pthread_mutex_lock(&L->lock);
-    *rc = ferry_exec_event(L->ex, a->event, &e);
-    pthread_mutex_unlock(&L->lock);
-    if (!*rc)
-      *rc = ferry_cuda_error_from_cu(call == FERRY_CALL_event_query ? L->d->EventQuery(e)
-                                                                     : L->d->EventSynchronize(e));
-    return 1;
-  }
-  default: return 0;
-  }
+/* a WAITS call: its handle resolved under the lock, the wait outside */
+static int wait_unlocked(struct ferry_local *L, unsigned call, const void *args) {
+  struct ferry_wait w;
+  pthread_mutex_lock(&L->lock);
+  int rc = ferry_exec_wait_of(L->ex, call, args, &w);
+  pthread_mutex_unlock(&L->lock);
+  return rc ? rc : ferry_exec_wait(&w);
 }
-_Static_assert(sizeof(struct ferry_stream_synchronize_args) == sizeof(struct ferry_stream_query_args),
-               "stream_query and stream_synchronize share a handler");
-_Static_assert(sizeof(struct ferry_event_synchronize_args) == sizeof(struct ferry_event_query_args),
-               "event_query and event_synchronize share a handler");
 
 int ferry_local_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
                      const struct ferry_bulk *bulk) {
   struct ferry_local *L = v->lx;
   make_current(L);
-  int rc = 0;
+  int rc;
   unsigned flags = ferry_calls[call].flags;
-  if (!blocking(L, call, args, &rc)) {
+  if (flags & WAITS) {
+    rc = wait_unlocked(L, call, args);
+  } else {
     pthread_mutex_lock(&L->lock);
     rc = ferry_exec_call_mem(L->ex, call, args, rets, bulk);
     /* CUDA reports a bad launch or copy at once; do not report it again */

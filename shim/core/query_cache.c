@@ -5,7 +5,9 @@
  * cuFuncGetAttribute, the occupancy calculator): a round trip each, for
  * the same answer. An answer is kept until a call that could change it
  * (function attributes, cache and limit settings, module loads and unloads,
- * a reset) or a migration, which may bring a different GPU.
+ * a reset) or a migration, which may bring a different GPU. Which calls are
+ * answered here (CACHED) and which drop the answers (INVALIDATES) is said
+ * in calls.def.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -43,35 +45,6 @@ static void tables_init(void) {
   }
   const char *off = getenv("FERRY_NO_QUERY_CACHE");
   disabled = off && *off && strcmp(off, "0");
-}
-
-int ferry_query_cacheable(unsigned call) {
-  switch (call) {
-  case FERRY_CALL_func_get_attributes:
-  case FERRY_CALL_occupancy:
-  case FERRY_CALL_occupancy_smem:
-  case FERRY_CALL_occupancy_clusters:
-  case FERRY_CALL_stream_priority_range:
-    return 1;
-  default:
-    return 0;
-  }
-}
-
-int ferry_query_invalidates(unsigned call) {
-  switch (call) {
-  case FERRY_CALL_func_set_attribute:
-  case FERRY_CALL_func_set_cache_config:
-  case FERRY_CALL_device_set_cache_config:
-  case FERRY_CALL_device_set_limit:
-  case FERRY_CALL_set_device_flags:
-  case FERRY_CALL_device_reset:
-  case FERRY_CALL_module_load:
-  case FERRY_CALL_module_unload:
-    return 1;
-  default:
-    return 0;
-  }
 }
 
 /* the table's epoch joined with the vGPU's migration count */

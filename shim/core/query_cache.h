@@ -5,11 +5,9 @@
 
 #include "shim/core/vgpu.h"
 
-/* get fills rets on a hit (0) and leaves the encoded key and the epoch for put, which keeps
-   an answer unless something changed since; bump after a call that
-   invalidates (before and after it) */
-int ferry_query_cacheable(unsigned call);
-int ferry_query_invalidates(unsigned call);
+/* For CACHED calls: get fills rets on a hit (0) and leaves the encoded key
+   and the epoch for put, which keeps an answer unless something changed
+   since. Bump before and after an INVALIDATES call. */
 int ferry_query_cache_get(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
                           struct ferry_buf *key, uint64_t *epoch);
 void ferry_query_cache_put(struct ferry_vgpu *v, unsigned call, const void *rets,

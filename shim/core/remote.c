@@ -534,15 +534,16 @@ static int call_now(struct ferry_vgpu *v, unsigned call, const void *args, void 
 
 int ferry_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
                const struct ferry_bulk *bulk) {
-  if (call >= FERRY_CALL_COUNT) return call_now(v, call, args, rets, bulk);
+  if (!ferry_call_valid(call)) return call_now(v, call, args, rets, bulk);
   __atomic_fetch_add(&v->calls[call], 1, __ATOMIC_RELAXED);
-  if (ferry_query_invalidates(call)) {
+  unsigned flags = ferry_calls[call].flags;
+  if (flags & INVALIDATES) {
     ferry_query_cache_bump(v);
     int rc = call_now(v, call, args, rets, bulk);
     ferry_query_cache_bump(v);
     return rc;
   }
-  if (!ferry_query_cacheable(call)) return call_now(v, call, args, rets, bulk);
+  if (!(flags & CACHED)) return call_now(v, call, args, rets, bulk);
   struct ferry_buf key = {0};
   uint64_t epoch = 0;
   if (!ferry_query_cache_get(v, call, args, rets, &key, &epoch)) {

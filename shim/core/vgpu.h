@@ -111,7 +111,7 @@ struct ferry_vgpu {
   int carry_error;           /* an async error met while draining, for the next sync call */
   int placeholder;           /* the arena's PROT_NONE placeholder is in place */
   uint64_t launches;         /* for FERRY_MIGRATE_AT */
-  uint64_t calls[FERRY_CALL_COUNT]; /* by call, for FERRY_STATS (relaxed atomics) */
+  uint64_t calls[FERRY_CALL_LIMIT]; /* by call, for FERRY_STATS (relaxed atomics) */
   struct ferry_vgpu_status mig; /* last migration (under ferry_mig_lock) */
   uint64_t generation;       /* bumped when the vGPU moves (atomic) */
   /* events last recorded before the migration: their times on the remote

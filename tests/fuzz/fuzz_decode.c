@@ -1,8 +1,8 @@
 /*
  * Fuzz harness: every call's decoder. The first input byte picks the call
- * (byte >> 1, modulo the number of calls) and the side (bit 0: arguments
- * or results); the rest is the msgpack body. Checks besides the
- * sanitizers':
+ * (byte >> 1, modulo FERRY_CALL_LIMIT: an id no call has must be refused)
+ * and the side (bit 0: arguments or results); the rest is the msgpack
+ * body. Checks besides the sanitizers':
  *  - a body that decodes re-encodes to one that decodes to the same
  *    fields, and its str and blob fields point into the body (zero copy);
  *  - the bounded walk and msgpack-c agree: a body the walk passes (any
@@ -20,8 +20,9 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void fail(const char *what, unsigned call, int side) {
-  fprintf(stderr, "fuzz_decode: %s %s: %s\n", ferry_calls[call].name, side ? "results" : "arguments",
-          what);
+  const char *name = ferry_calls[call].name;
+  fprintf(stderr, "fuzz_decode: %s %s: %s\n", name ? name : "(no call)",
+          side ? "results" : "arguments", what);
   abort();
 }
 
@@ -48,7 +49,7 @@ static int inside_f32(ferry_f32 v, const char *b, size_t n) { (void)v; (void)b; 
 #define ARGS(...) __VA_ARGS__
 #define RETS(...) __VA_ARGS__
 #define F(type, field) if (!same_##type(a->field, b->field)) return #field;
-#define FERRY_CALL(name, flags, args, rets)                                                    \
+#define FERRY_CALL(id, name, flags, args, rets)                                                \
   static const char *same_##name##_args(const void *p, const void *q) {                        \
     const struct ferry_##name##_args *a = p, *b = q;                                           \
     (void)a; (void)b;                                                                          \
@@ -63,7 +64,7 @@ static int inside_f32(ferry_f32 v, const char *b, size_t n) { (void)v; (void)b; 
 #undef FERRY_CALL
 #undef F
 #define F(type, field) if (!inside_##type(a->field, body, len)) return #field;
-#define FERRY_CALL(name, flags, args, rets)                                                    \
+#define FERRY_CALL(id, name, flags, args, rets)                                                \
   static const char *inside_##name##_args(const void *p, const char *body, size_t len) {       \
     const struct ferry_##name##_args *a = p;                                                   \
     (void)a; (void)body; (void)len;                                                            \
@@ -80,13 +81,13 @@ static int inside_f32(ferry_f32 v, const char *b, size_t n) { (void)v; (void)b; 
 #undef ARGS
 #undef RETS
 
-static const char *(*const same_fns[][2])(const void *, const void *) = {
-#define FERRY_CALL(name, flags, args, rets) {same_##name##_args, same_##name##_rets},
+static const char *(*const same_fns[FERRY_CALL_LIMIT][2])(const void *, const void *) = {
+#define FERRY_CALL(id, name, flags, args, rets) [id] = {same_##name##_args, same_##name##_rets},
 #include "protocol/calls.def"
 #undef FERRY_CALL
 };
-static const char *(*const inside_fns[][2])(const void *, const char *, size_t) = {
-#define FERRY_CALL(name, flags, args, rets) {inside_##name##_args, inside_##name##_rets},
+static const char *(*const inside_fns[FERRY_CALL_LIMIT][2])(const void *, const char *, size_t) = {
+#define FERRY_CALL(id, name, flags, args, rets) [id] = {inside_##name##_args, inside_##name##_rets},
 #include "protocol/calls.def"
 #undef FERRY_CALL
 };
@@ -97,7 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static msgpack_zone zone;
   if (!first) {
     size_t most = 0;
-    for (unsigned i = 0; i < FERRY_CALL_COUNT; i++) {
+    for (unsigned i = 0; i < FERRY_CALL_LIMIT; i++) {
       if (ferry_args_size[i] > most) most = ferry_args_size[i];
       if (ferry_rets_size[i] > most) most = ferry_rets_size[i];
     }
@@ -108,7 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     msgpack_zone_init(&zone, 2048);
   }
   if (size < 1) return 0;
-  unsigned call = (data[0] >> 1) % FERRY_CALL_COUNT;
+  unsigned call = (data[0] >> 1) % FERRY_CALL_LIMIT;
   int side = data[0] & 1;
   /* a copy of exactly the body's size, so ASan sees any read past it */
   size_t len = size - 1;
@@ -133,6 +134,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (decode(&dec, call, body, len, first)) {
     if (!dec.error[0]) fail("refused without a reason", call, side);
   } else {
+    if (!ferry_call_valid(call)) fail("an unknown call decoded", call, side);
     if (!flat) fail("decoded a body the walk refuses", call, side);
     const char *bad = inside_fns[call][side](first, body, len);
     if (bad) fail("a str or blob field points outside the body", call, side);

@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static void *args; /* big enough for any call's arguments */
   if (!args) {
     size_t most = 0;
-    for (unsigned i = 0; i < FERRY_CALL_COUNT; i++)
+    for (unsigned i = 0; i < FERRY_CALL_LIMIT; i++)
       if (ferry_args_size[i] > most) most = ferry_args_size[i];
     ferry_decoder_init(&dec);
     args = malloc(most);

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the fuzz harnesses into tests/fuzz/corpus/.
 
-Calls come from protocol/calls.def (ids are their order there), so the
-seeds follow the table. Bodies are msgpack as ferry's codec packs them
+Calls and their wire ids come from protocol/calls.def, so the seeds follow
+the table. Bodies are msgpack as ferry's codec packs them
 (smallest integer forms, float32, strings with their NUL). Plain Python 3,
 standard library only.
 
@@ -32,19 +32,21 @@ def protocol_version():
 
 
 def read_calls():
-    """[(name, flags, [(type, field)], [(type, field)])] in id order"""
+    """{name: (id, flags, [(type, field)], [(type, field)])} in table order"""
     text = open(os.path.join(ROOT, "protocol", "calls.def")).read()
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    calls = []
-    for m in re.finditer(r"FERRY_CALL\(\s*(\w+)\s*,([^,]*),\s*ARGS\((.*?)\)\s*,\s*RETS\((.*?)\)\s*\)",
-                         text, flags=re.S):
+    calls = {}
+    for m in re.finditer(r"FERRY_CALL\(\s*(\d+)\s*,\s*(\w+)\s*,([^,]*),\s*ARGS\((.*?)\)\s*,"
+                         r"\s*RETS\((.*?)\)\s*\)", text, flags=re.S):
         fields = lambda s: re.findall(r"F\(\s*(\w+)\s*,\s*(\w+)\s*\)", s)
-        calls.append((m.group(1), m.group(2), fields(m.group(3)), fields(m.group(4))))
+        cid = int(m.group(1))
+        assert cid < 128, "decode seeds pick the call in one byte (id << 1)"
+        calls[m.group(2)] = (cid, m.group(3), fields(m.group(4)), fields(m.group(5)))
     return calls
 
 
 CALLS = read_calls()
-ID = {c[0]: i for i, c in enumerate(CALLS)}
+ID = {name: c[0] for name, c in CALLS.items()}
 
 
 # ---- msgpack, packed the way msgpack-c's pack functions do ----
@@ -114,7 +116,7 @@ def frame(kind, b=b"", bulk=b"", bulk_len=None):
 
 def call(call_name, bulk=b"", **values):
     # not `name`: module_function has an argument of that name
-    return frame(ID[call_name], body(CALLS[ID[call_name]][2], values), bulk)
+    return frame(ID[call_name], body(CALLS[call_name][2], values), bulk)
 
 
 # ---- arguments that make sense to the sim, by field name ----
@@ -208,7 +210,7 @@ def generate(corpus):
 
     session_seeds = {"hello": hello(), "hello_token": hello("secret"), "empty_hello": EMPTY_HELLO,
                      "huge_count": hello() + HUGE_COUNT, "setup": hello() + SETUP}
-    for cid, (name, flags, args, rets) in enumerate(CALLS):
+    for name, (cid, flags, args, rets) in CALLS.items():
         if name == "hello":
             continue
         a = sample_args(name, args)
@@ -218,8 +220,11 @@ def generate(corpus):
         write(dirs["decode"], "args_" + name, bytes([cid << 1]) + body(args, a))
         rv = {f: (b"\x01\x02\x03" if t == "blob" else "y" if t == "str" else 1) for t, f in rets}
         write(dirs["decode"], "rets_" + name, bytes([cid << 1 | 1]) + body(rets, rv))
-    write(dirs["decode"], "args_hello", bytes([0]) + body(CALLS[0][2], {"version": 1, "token": "t"}))
-    write(dirs["decode"], "rets_hello", bytes([1]) + body(CALLS[0][3], {"name": "sim", "uuid": bytes(16)}))
+    pick = ID["hello"] << 1  # hello's arguments; | 1: its results
+    write(dirs["decode"], "args_hello",
+          bytes([pick]) + body(CALLS["hello"][2], {"version": 1, "token": "t"}))
+    write(dirs["decode"], "rets_hello",
+          bytes([pick | 1]) + body(CALLS["hello"][3], {"name": "sim", "uuid": bytes(16)}))
     write(dirs["decode"], "empty_hello", bytes([0]))
     write(dirs["decode"], "huge_count", bytes([ID["mem_map"] << 1]) + HUGE_COUNT[32:])
 

@@ -91,7 +91,7 @@ static void rejects_bad_bodies(void **state) {
   assert_int_equal(ferry_decode_args(&d, FERRY_CALL_mem_map, s.data, s.len, &out), -1);
   assert_non_null(strstr(d.error, "addr"));
   /* an unknown call id */
-  assert_int_equal(ferry_decode_args(&d, FERRY_CALL_COUNT + 5, b.data, b.len, &out), -1);
+  assert_int_equal(ferry_decode_args(&d, FERRY_CALL_LIMIT + 5, b.data, b.len, &out), -1);
   assert_non_null(strstr(d.error, "unknown call"));
   /* garbage bytes */
   assert_int_equal(ferry_decode_args(&d, FERRY_CALL_mem_map, "\xc1\xc1\xc1", 3, &out), -1);
@@ -216,7 +216,7 @@ static int inside_f32(ferry_f32 v, const char *b, size_t n) { (void)v; (void)b; 
 
 /* per-call fill and compare functions, generated from calls.def as the codec is */
 #define F(type, field) fill_##type(&s->field, big);
-#define FERRY_CALL(name, flags, args, rets)                                               \
+#define FERRY_CALL(id, name, flags, args, rets)                                           \
   static void fill_##name##_args(void *p, int big) {                                      \
     struct ferry_##name##_args *s = p;                                                    \
     (void)s; (void)big;                                                                   \
@@ -233,7 +233,7 @@ static int inside_f32(ferry_f32 v, const char *b, size_t n) { (void)v; (void)b; 
 /* the name of the first field that differs or was copied out of the body, or NULL */
 #define F(type, field)                                                                    \
   if (!same_##type(a->field, b->field) || !inside_##type(b->field, body, len)) return #field;
-#define FERRY_CALL(name, flags, args, rets)                                               \
+#define FERRY_CALL(id, name, flags, args, rets)                                           \
   static const char *same_##name##_args(const void *p, const void *q, const char *body,   \
                                         size_t len) {                                     \
     const struct ferry_##name##_args *a = p, *b = q;                                      \
@@ -254,13 +254,13 @@ static int inside_f32(ferry_f32 v, const char *b, size_t n) { (void)v; (void)b; 
 
 typedef void (*fill_fn)(void *, int);
 typedef const char *(*same_fn)(const void *, const void *, const char *, size_t);
-static const fill_fn fill_fns[][2] = {
-#define FERRY_CALL(name, flags, args, rets) {fill_##name##_args, fill_##name##_rets},
+static const fill_fn fill_fns[FERRY_CALL_LIMIT][2] = {
+#define FERRY_CALL(id, name, flags, args, rets) [id] = {fill_##name##_args, fill_##name##_rets},
 #include "protocol/calls.def"
 #undef FERRY_CALL
 };
-static const same_fn same_fns[][2] = {
-#define FERRY_CALL(name, flags, args, rets) {same_##name##_args, same_##name##_rets},
+static const same_fn same_fns[FERRY_CALL_LIMIT][2] = {
+#define FERRY_CALL(id, name, flags, args, rets) [id] = {same_##name##_args, same_##name##_rets},
 #include "protocol/calls.def"
 #undef FERRY_CALL
 };
@@ -271,7 +271,8 @@ static void every_call_round_trips(void **state) {
   memset(big_str, 'g', sizeof big_str - 1);
   struct ferry_decoder d;
   ferry_decoder_init(&d);
-  for (unsigned call = 0; call < FERRY_CALL_COUNT; call++) {
+  for (unsigned call = 0; call < FERRY_CALL_LIMIT; call++) {
+    if (!ferry_call_valid(call)) continue;
     for (int side = 0; side < 2; side++) {
       size_t size = side ? ferry_rets_size[call] : ferry_args_size[call];
       for (int big = 0; big < 2; big++) {
@@ -294,7 +295,8 @@ static void every_call_round_trips(void **state) {
 
 static void every_call_has_a_name_and_one_mode(void **state) {
   (void)state;
-  for (unsigned i = 0; i < FERRY_CALL_COUNT; i++) {
+  for (unsigned i = 0; i < FERRY_CALL_LIMIT; i++) {
+    if (!ferry_call_valid(i)) continue;
     assert_non_null(ferry_calls[i].name);
     unsigned mode = ferry_calls[i].flags & (SYNC | ASYNC);
     assert_true(mode == SYNC || mode == ASYNC);
@@ -303,12 +305,110 @@ static void every_call_has_a_name_and_one_mode(void **state) {
   }
 }
 
+/* wire ids are calls.def's first column, not places in it: these are the
+   ids of protocol versions 4 and 5, and a call added or removed elsewhere
+   in the table must not move them */
+static void ids_are_explicit_and_stable(void **state) {
+  (void)state;
+  static const struct { unsigned id; const char *name; } known[] = {
+      {0, "hello"},   {1, "device_synchronize"}, {10, "mem_map"},  {12, "memcpy_htod"},
+      {24, "module_load"}, {29, "launch"},       {45, "event_record"}, {58, "memcpy_dtoh_gather"},
+      {59, "mem_hash"}, {63, "memcpy_dtoh_host"},
+  };
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+    assert_true(ferry_call_valid(known[i].id));
+    assert_string_equal(ferry_calls[known[i].id].name, known[i].name);
+  }
+  assert_int_equal(FERRY_CALL_hello, 0);
+  assert_int_equal(FERRY_CALL_launch, 29);
+  assert_int_equal(FERRY_CALL_memcpy_dtoh_host, 63);
+}
+
+/* every line of calls.def has an id of its own; any other id below the
+   limit is a hole, which nothing accepts */
+static void holes_are_invalid(void **state) {
+  (void)state;
+  enum {
+    lines = 0
+#define FERRY_CALL(id, name, flags, args, rets) + 1
+#include "protocol/calls.def"
+#undef FERRY_CALL
+  };
+  unsigned valid = 0;
+  struct ferry_decoder d;
+  ferry_decoder_init(&d);
+  struct ferry_buf b = {0};
+  assert_int_equal(ferry_buf_append(&b, "\x90", 1), 0); /* an empty body */
+  char out[64];
+  for (unsigned id = 0; id < FERRY_CALL_LIMIT; id++) {
+    if (ferry_call_valid(id)) {
+      assert_non_null(ferry_calls[id].name);
+      for (unsigned j = 0; j < id; j++)
+        if (ferry_calls[j].name) assert_string_not_equal(ferry_calls[j].name, ferry_calls[id].name);
+      valid++;
+      continue;
+    }
+    assert_null(ferry_calls[id].name);
+    assert_int_equal(ferry_args_size[id], 0);
+    assert_int_equal(ferry_decode_args(&d, id, b.data, b.len, out), -1);
+    assert_non_null(strstr(d.error, "unknown call"));
+    struct ferry_buf e = {0};
+    assert_int_equal(ferry_encode_rets(id, out, &e), -1);
+  }
+  assert_int_equal(valid, lines);
+  assert_false(ferry_call_valid(FERRY_CALL_LIMIT));
+  assert_false(ferry_call_valid(FERRY_KIND_REPLY));
+  ferry_buf_free(&b);
+  ferry_decoder_destroy(&d);
+}
+
+/* the flags that replaced per-call switches (query_cache.c, session.c,
+   local.c) name the calls those switches named, among the calls they knew
+   (ids 0 to 63) */
+static void check_flag(unsigned flag, const char *what, const unsigned *calls, size_t n) {
+  for (unsigned id = 0; id <= FERRY_CALL_memcpy_dtoh_host; id++) {
+    if (!ferry_call_valid(id)) continue;
+    int listed = 0;
+    for (size_t i = 0; i < n; i++) listed |= calls[i] == id;
+    if (listed != !!(ferry_calls[id].flags & flag))
+      fail_msg("%s: %s %s", what, ferry_calls[id].name, listed ? "lacks the flag" : "has the flag");
+  }
+}
+#define CHECK_FLAG(flag, ...)                                                                 \
+  do {                                                                                        \
+    static const unsigned calls[] = {__VA_ARGS__};                                            \
+    check_flag(flag, #flag, calls, sizeof calls / sizeof calls[0]);                           \
+  } while (0)
+
+static void flags_name_the_calls_the_switches_named(void **state) {
+  (void)state;
+  CHECK_FLAG(CACHED, FERRY_CALL_func_get_attributes, FERRY_CALL_occupancy,
+             FERRY_CALL_occupancy_smem, FERRY_CALL_occupancy_clusters,
+             FERRY_CALL_stream_priority_range);
+  CHECK_FLAG(INVALIDATES, FERRY_CALL_func_set_attribute, FERRY_CALL_func_set_cache_config,
+             FERRY_CALL_device_set_cache_config, FERRY_CALL_device_set_limit,
+             FERRY_CALL_set_device_flags, FERRY_CALL_device_reset, FERRY_CALL_module_load,
+             FERRY_CALL_module_unload);
+  CHECK_FLAG(FLUSHES_OUTPUT, FERRY_CALL_device_synchronize, FERRY_CALL_device_reset,
+             FERRY_CALL_stream_synchronize, FERRY_CALL_event_synchronize, FERRY_CALL_memcpy_htod,
+             FERRY_CALL_memcpy_dtoh, FERRY_CALL_memcpy_dtod, FERRY_CALL_memcpy2d_htod,
+             FERRY_CALL_memcpy2d_dtoh, FERRY_CALL_memcpy3d_dtoh, FERRY_CALL_memcpy_dtoh_gather,
+             FERRY_CALL_module_load, FERRY_CALL_module_unload);
+  CHECK_FLAG(WAITS, FERRY_CALL_device_synchronize, FERRY_CALL_stream_synchronize,
+             FERRY_CALL_stream_query, FERRY_CALL_event_synchronize, FERRY_CALL_event_query);
+  CHECK_FLAG(LAUNCHES, FERRY_CALL_launch);
+  CHECK_FLAG(DRAINS, FERRY_CALL_device_synchronize, FERRY_CALL_device_reset);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(launch_round_trip),
       cmocka_unit_test(rets_with_strings_and_floats),
       cmocka_unit_test(rejects_bad_bodies),
       cmocka_unit_test(every_call_has_a_name_and_one_mode),
+      cmocka_unit_test(ids_are_explicit_and_stable),
+      cmocka_unit_test(holes_are_invalid),
+      cmocka_unit_test(flags_name_the_calls_the_switches_named),
       cmocka_unit_test(refuses_counts_the_body_cannot_hold),
       cmocka_unit_test(every_call_round_trips),
   };

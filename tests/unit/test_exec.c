@@ -4,7 +4,7 @@
  * device-to-host copies, module loading with parameter layouts, kernels and
  * variables resolved one name at a time (the driver API's calls), 16- and
  * 32-bit memsets, launches, error latching of ASYNC calls and recovery by
- * device_reset.
+ * device_reset, and the calls that wait in two steps (local mode's).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -809,7 +809,31 @@ static void test_streams_events(void **state) {
   struct ferry_hello_args ha = {0};
   struct ferry_hello_rets hr;
   assert_int_equal(call0(FERRY_CALL_hello, &ha, &hr), INVALID_VALUE);
-  assert_int_equal(ferry_exec_call(ex, FERRY_CALL_COUNT, &ha, &hr, NULL), INVALID_VALUE);
+  assert_int_equal(ferry_exec_call(ex, FERRY_CALL_LIMIT, &ha, &hr, NULL), INVALID_VALUE);
+}
+
+/* ferry_exec_wait_of knows exactly the calls flagged WAITS (local mode
+   waits outside its lock for those), and its two steps wait */
+static void test_waits_match_the_table(void **state) {
+  (void)state;
+  struct ferry_event_create_args ec = {.event = 0};
+  struct ferry_event_create_rets ecr;
+  assert_int_equal(call0(FERRY_CALL_event_create, &ec, &ecr), OK);
+  _Alignas(8) unsigned char args[1024] = {0}; /* stream 0, event 0 */
+  for (unsigned call = 0; call < FERRY_CALL_LIMIT; call++) {
+    if (!ferry_call_valid(call)) continue;
+    assert_true(ferry_args_size[call] <= sizeof args);
+    struct ferry_wait w;
+    int rc = ferry_exec_wait_of(ex, call, args, &w);
+    if (ferry_calls[call].flags & WAITS) {
+      if (rc || ferry_exec_wait(&w)) fail_msg("%s does not wait", ferry_calls[call].name);
+    } else if (rc != INVALID_VALUE) {
+      fail_msg("%s waits without the WAITS flag", ferry_calls[call].name);
+    }
+  }
+  struct ferry_event_destroy_args ed = {.event = 0};
+  struct ferry_event_destroy_rets edr;
+  assert_int_equal(call0(FERRY_CALL_event_destroy, &ed, &edr), OK);
 }
 
 static void test_close_frees_arena(void **state) {
@@ -885,6 +909,7 @@ int main(void) {
       cmocka_unit_test(test_module_image_checked),
       cmocka_unit_test(test_memset_wide),
       cmocka_unit_test(test_streams_events),
+      cmocka_unit_test(test_waits_match_the_table),
       cmocka_unit_test(test_close_frees_arena),
       cmocka_unit_test(test_error_mapping),
       cmocka_unit_test(test_kernel_fault),

@@ -1,16 +1,20 @@
 /*
  * The replay log: keyed records (a destroy cancels its create, a setting
  * replaces the old one, a reset clears all), call order kept through
- * compaction, record copies that own their bytes, and kernels resolved by
- * name (module_function) that live and die with their module.
+ * compaction, record copies that own their bytes, kernels resolved by
+ * name (module_function) that live and die with their module, and every
+ * RECORD call keyed by its FERRY_RECORD line as recorder.c's switch keyed
+ * it before.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
 
+#include "protocol/codec.h"
 #include "recorder/recorder.h"
 
 struct seen {
@@ -311,6 +315,189 @@ static void failed_mark_starts_no_journal(void **state) {
   ferry_recorder_destroy(&r);
 }
 
+/* ---- every RECORD call keyed as before its keys moved into calls.def ---- */
+
+/* recorder.c's switch as it was, a regression guard: the key and object
+   each call's record had, and what it did to the log (NEW: a call the
+   switch did not know, added since). Kinds as recorder.c numbers them. */
+enum { K_MAP = 1, K_MODULE, K_STREAM, K_EVENT, K_ARRAY, K_TEX, K_SURF, K_FLAGS, K_LIMIT,
+       K_CACHE, K_FUNC_ATTR, K_FUNC_CACHE, K_EVENT_RECORD, K_MODULE_FUNC, K_CTX_OBJECT };
+enum old_act { O_PLAIN, O_CREATE, O_DESTROY, O_SET, O_RESET, O_ONCE, O_SKIP, O_NEW };
+struct old_key {
+  enum old_act act;
+  uint64_t hi, lo, object;
+};
+#define KEY(kind, id) ((uint64_t)(kind) << 56 | (uint64_t)(id))
+#define A(name) ((const struct ferry_##name##_args *)a)
+#define R(name) ((const struct ferry_##name##_rets *)r)
+static struct old_key old_classify(unsigned call, const void *a, const void *r) {
+  switch (call) {
+#define ID(kind, field, act) (struct old_key){act, KEY(kind, 0), (field), 0}
+  case FERRY_CALL_mem_map: return ID(K_MAP, A(mem_map)->addr, O_CREATE);
+  case FERRY_CALL_mem_unmap: return ID(K_MAP, A(mem_unmap)->addr, O_DESTROY);
+  case FERRY_CALL_module_load: return ID(K_MODULE, A(module_load)->module, O_CREATE);
+  case FERRY_CALL_module_unload: return ID(K_MODULE, A(module_unload)->module, O_DESTROY);
+  case FERRY_CALL_stream_create: return ID(K_STREAM, A(stream_create)->stream, O_CREATE);
+  case FERRY_CALL_stream_destroy: return ID(K_STREAM, A(stream_destroy)->stream, O_DESTROY);
+  case FERRY_CALL_event_create: return ID(K_EVENT, A(event_create)->event, O_CREATE);
+  case FERRY_CALL_event_destroy: return ID(K_EVENT, A(event_destroy)->event, O_DESTROY);
+  case FERRY_CALL_event_record: return ID(K_EVENT_RECORD, A(event_record)->event, O_SET);
+  case FERRY_CALL_array_create: return ID(K_ARRAY, A(array_create)->array, O_CREATE);
+  case FERRY_CALL_array_destroy: return ID(K_ARRAY, A(array_destroy)->array, O_DESTROY);
+  case FERRY_CALL_tex_create:
+    return (struct old_key){O_CREATE, KEY(K_TEX, 0), R(tex_create)->object, R(tex_create)->object};
+  case FERRY_CALL_tex_destroy: return ID(K_TEX, A(tex_destroy)->object, O_DESTROY);
+  case FERRY_CALL_surf_create:
+    return (struct old_key){O_CREATE, KEY(K_SURF, 0), R(surf_create)->object, R(surf_create)->object};
+  case FERRY_CALL_surf_destroy: return ID(K_SURF, A(surf_destroy)->object, O_DESTROY);
+  case FERRY_CALL_set_device_flags: return ID(K_FLAGS, 0, O_SET);
+  case FERRY_CALL_device_set_limit: return ID(K_LIMIT, A(device_set_limit)->limit, O_SET);
+  case FERRY_CALL_device_set_cache_config: return ID(K_CACHE, 0, O_SET);
+  case FERRY_CALL_func_set_attribute:
+    return (struct old_key){O_SET, KEY(K_FUNC_ATTR, A(func_set_attribute)->func),
+                            A(func_set_attribute)->attr, 0};
+  case FERRY_CALL_func_set_cache_config:
+    return ID(K_FUNC_CACHE, A(func_set_cache_config)->func, O_SET);
+  case FERRY_CALL_module_function:
+    return (struct old_key){O_ONCE,
+                            KEY(K_MODULE_FUNC, (uint64_t)A(module_function)->module << 16 |
+                                                   R(module_function)->index),
+                            0, R(module_function)->index};
+  case FERRY_CALL_ctx_object_create:
+    if (R(ctx_object_create)->same_as) return (struct old_key){O_SKIP, 0, 0, 0};
+    return (struct old_key){O_CREATE, KEY(K_CTX_OBJECT, A(ctx_object_create)->stream),
+                            A(ctx_object_create)->object, 0};
+  case FERRY_CALL_device_reset: return (struct old_key){O_RESET, 0, 0, 0};
+#undef ID
+  default: return (struct old_key){O_NEW, 0, 0, 0};
+  }
+}
+
+/* every field holds a value of its name, so that a create and its destroy
+   (mem_map's and mem_unmap's addr, tex_create's object and tex_destroy's)
+   name the same thing */
+static uint64_t of_name(const char *field) {
+  uint64_t h = 1469598103934665603ull;
+  for (const char *p = field; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  return (h & 0xffffff) | 1;
+}
+#define FILL_u32(f) s->f = (ferry_u32)of_name(#f);
+#define FILL_i32(f) s->f = (ferry_i32)of_name(#f);
+#define FILL_u64(f) s->f = of_name(#f);
+#define FILL_f32(f) s->f = 1.5f;
+#define FILL_str(f) s->f = #f;
+#define FILL_blob(f) s->f = (ferry_blob){#f, sizeof #f};
+#define ARGS(...) __VA_ARGS__
+#define RETS(...) __VA_ARGS__
+#define F(type, field) FILL_##type(field)
+#define FERRY_CALL(id, name, flags, args, rets)                                                \
+  static void fill_##name##_args(void *p) {                                                    \
+    struct ferry_##name##_args *s = p;                                                         \
+    (void)s;                                                                                   \
+    args                                                                                       \
+  }                                                                                            \
+  static void fill_##name##_rets(void *p) {                                                    \
+    struct ferry_##name##_rets *s = p;                                                         \
+    (void)s;                                                                                   \
+    rets                                                                                       \
+  }
+#include "protocol/calls.def"
+#undef FERRY_CALL
+#undef F
+#undef ARGS
+#undef RETS
+static void (*const fill_fns[FERRY_CALL_LIMIT][2])(void *) = {
+#define FERRY_CALL(id, name, flags, args, rets) [id] = {fill_##name##_args, fill_##name##_rets},
+#include "protocol/calls.def"
+#undef FERRY_CALL
+};
+
+struct filled {
+  _Alignas(8) unsigned char args[FERRY_RECORD_ARGS_BYTES];
+  _Alignas(8) unsigned char rets[256];
+};
+static void fill_call(unsigned call, struct filled *f) {
+  memset(f, 0, sizeof *f);
+  assert_true(ferry_rets_size[call] <= sizeof f->rets);
+  fill_fns[call][0](f->args);
+  fill_fns[call][1](f->rets);
+}
+
+static const struct ferry_record *only_live(struct ferry_recorder *r) {
+  assert_int_equal(ferry_recorder_live(r), 1);
+  return nth_live(r, 0);
+}
+
+/* a destroy's old key is some create's: recording that create, then the
+   destroy, leaves nothing */
+static void check_destroy(unsigned destroy, const struct filled *d, const struct old_key *k) {
+  int partners = 0;
+  for (unsigned c = 0; c < FERRY_CALL_LIMIT; c++) {
+    if (!ferry_call_valid(c) || !(ferry_calls[c].flags & RECORD)) continue;
+    struct filled f;
+    fill_call(c, &f);
+    struct old_key ck = old_classify(c, f.args, f.rets);
+    if (ck.act != O_CREATE || ck.hi != k->hi || ck.lo != k->lo) continue;
+    struct ferry_recorder r;
+    ferry_recorder_init(&r);
+    assert_int_equal(ferry_record(&r, c, f.args, f.rets, NULL, 0), 0);
+    assert_int_equal(ferry_record(&r, destroy, d->args, NULL, NULL, 0), 0);
+    if (ferry_recorder_live(&r))
+      fail_msg("%s no longer cancels %s", ferry_calls[destroy].name, ferry_calls[c].name);
+    ferry_recorder_destroy(&r);
+    partners++;
+  }
+  if (!partners) fail_msg("%s cancels no create", ferry_calls[destroy].name);
+}
+
+/* one RECORD call, with its results or with none, against the old key */
+static void check_keyed(unsigned call, const struct filled *f, int with_rets) {
+  static const _Alignas(8) unsigned char none[256];
+  struct old_key k = old_classify(call, f->args, with_rets ? f->rets : none);
+  if (k.act == O_NEW) return;
+  const char *name = ferry_calls[call].name;
+  struct ferry_recorder r;
+  ferry_recorder_init(&r);
+  map(&r, 0x7000); /* a record for a reset to clear */
+  size_t before = ferry_recorder_live(&r);
+  assert_int_equal(ferry_record(&r, call, f->args, with_rets ? f->rets : NULL, NULL, 0), 0);
+  switch (k.act) {
+  case O_RESET: assert_int_equal(ferry_recorder_live(&r), 0); break;
+  case O_SKIP: assert_int_equal(ferry_recorder_live(&r), before); break;
+  case O_DESTROY:
+    assert_int_equal(ferry_recorder_live(&r), before);
+    if (with_rets) check_destroy(call, f, &k);
+    break;
+  default: {
+    unmap(&r, 0x7000);
+    const struct ferry_record *rec = only_live(&r);
+    if (rec->key_hi != k.hi || rec->key_lo != k.lo || rec->object != k.object)
+      fail_msg("%s%s: key %#" PRIx64 ":%#" PRIx64 " object %#" PRIx64 ", was %#" PRIx64
+               ":%#" PRIx64 " object %#" PRIx64, name, with_rets ? "" : " (no results)",
+               rec->key_hi, rec->key_lo, rec->object, k.hi, k.lo, k.object);
+    /* a second record of the key: SET and CREATE replace, ONCE keeps the first */
+    assert_int_equal(ferry_record(&r, call, f->args, with_rets ? f->rets : NULL, NULL, 0), 0);
+    assert_int_equal(ferry_recorder_live(&r), k.act == O_PLAIN ? 2 : 1);
+    break;
+  }
+  }
+  ferry_recorder_destroy(&r);
+}
+
+static void every_record_call_keyed_as_before(void **state) {
+  (void)state;
+  unsigned checked = 0;
+  for (unsigned call = 0; call < FERRY_CALL_LIMIT; call++) {
+    if (!ferry_call_valid(call) || !(ferry_calls[call].flags & RECORD)) continue;
+    struct filled f;
+    fill_call(call, &f);
+    check_keyed(call, &f, 1);
+    check_keyed(call, &f, 0);
+    checked++;
+  }
+  assert_true(checked >= 23); /* the RECORD calls the old switch knew */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(destroy_cancels_create),
@@ -324,6 +511,7 @@ int main(void) {
       cmocka_unit_test(journal_keeps_changes_after_mark),
       cmocka_unit_test(journal_breaks_on_reset_and_overflow),
       cmocka_unit_test(failed_mark_starts_no_journal),
+      cmocka_unit_test(every_record_call_keyed_as_before),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
