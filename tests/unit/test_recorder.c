@@ -150,6 +150,33 @@ static const struct ferry_record *nth_live(struct ferry_recorder *r, size_t n) {
   return NULL;
 }
 
+/* a function's cache setting dies with its module, and only with it */
+static void cache_config_dies_with_its_module(void **state) {
+  (void)state;
+  struct ferry_recorder r;
+  ferry_recorder_init(&r);
+  for (uint32_t m = 0; m < 2; m++) {
+    struct ferry_module_load_args a = {m, {NULL, 0}, {NULL, 0}};
+    struct ferry_module_load_rets rt = {{NULL, 0}, {NULL, 0}};
+    assert_int_equal(ferry_record(&r, FERRY_CALL_module_load, &a, &rt, NULL, 0), 0);
+    struct ferry_func_set_cache_config_args c = {m << 16 | 1, 2};
+    assert_int_equal(ferry_record(&r, FERRY_CALL_func_set_cache_config, &c, NULL, NULL, 0), 0);
+  }
+  struct ferry_func_set_cache_config_args again = {1u << 16 | 1, 3}; /* replaces module 1's */
+  assert_int_equal(ferry_record(&r, FERRY_CALL_func_set_cache_config, &again, NULL, NULL, 0), 0);
+  assert_int_equal(ferry_recorder_live(&r), 4);
+  struct ferry_module_unload_args u = {0};
+  ferry_record(&r, FERRY_CALL_module_unload, &u, NULL, NULL, 0);
+  assert_int_equal(ferry_recorder_live(&r), 2); /* module 1 and its setting */
+  assert_int_equal(nth_live(&r, 1)->call, FERRY_CALL_func_set_cache_config);
+  const void *args = nth_live(&r, 1)->args;
+  assert_int_equal(((const struct ferry_func_set_cache_config_args *)args)->config, 3);
+  u.module = 1;
+  ferry_record(&r, FERRY_CALL_module_unload, &u, NULL, NULL, 0);
+  assert_int_equal(ferry_recorder_live(&r), 0);
+  ferry_recorder_destroy(&r);
+}
+
 /* kernels resolved by name belong to their module, keep the order of
    first resolution (replay must give the same indexes) and own their names */
 static void module_functions_go_with_their_module(void **state) {
@@ -356,8 +383,10 @@ static struct old_key old_classify(unsigned call, const void *a, const void *r) 
   case FERRY_CALL_func_set_attribute:
     return (struct old_key){O_SET, KEY(K_FUNC_ATTR, A(func_set_attribute)->func),
                             A(func_set_attribute)->attr, 0};
+  /* keyed by its function, so that it dies with the function's module (the
+     old switch keyed it by nothing: an unload left it, module 0's took all) */
   case FERRY_CALL_func_set_cache_config:
-    return ID(K_FUNC_CACHE, A(func_set_cache_config)->func, O_SET);
+    return (struct old_key){O_SET, KEY(K_FUNC_CACHE, A(func_set_cache_config)->func), 0, 0};
   case FERRY_CALL_module_function:
     return (struct old_key){O_ONCE,
                             KEY(K_MODULE_FUNC, (uint64_t)A(module_function)->module << 16 |
@@ -505,6 +534,7 @@ int main(void) {
       cmocka_unit_test(reset_clears_everything),
       cmocka_unit_test(unrecorded_calls_are_ignored),
       cmocka_unit_test(module_copies_own_their_bytes),
+      cmocka_unit_test(cache_config_dies_with_its_module),
       cmocka_unit_test(module_functions_go_with_their_module),
       cmocka_unit_test(texture_keyed_by_returned_object),
       cmocka_unit_test(churn_compacts_in_order),
