@@ -19,9 +19,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 machine_info "$out"
 native_lib=${CUDA_RUNTIME_DIR:-/usr/local/cuda/lib64}
 ls -l "$native_lib/libcudart.so.13" >>"$out/machine.txt" 2>&1
-server_start "$new/bin" "$out/server_new.log" --backend cuda
+server_start "$new/bin" "$out/server_new.log" --backend "${FERRY_BACKEND:-cuda}" ${FERRY_SIM_KERNELS:+--sim-kernels "$FERRY_SIM_KERNELS"}
 srv_new=$server url_new=tcp://127.0.0.1:$port/0
-server_start "$old/bin" "$out/server_old.log" --backend cuda
+server_start "$old/bin" "$out/server_old.log" --backend "${FERRY_BACKEND:-cuda}" ${FERRY_SIM_KERNELS:+--sim-kernels "$FERRY_SIM_KERNELS"}
 srv_old=$server url_old=tcp://127.0.0.1:$port/0
 trap 'kill $srv_new $srv_old 2>/dev/null' EXIT
 log=$out/rpath.txt
@@ -42,9 +42,9 @@ tail -n 1 "$out/native_api_tour_rpath.log" "$out/ferry_api_tour_rpath.log" >>"$l
 mi=$new/apps/migrate_iter_rpath
 timeout 120 "$mi" >"$out/mi_native.log" 2>&1
 echo "migrate_iter_rpath native rc=$? $(grep checksum "$out/mi_native.log")" >>"$log"
-launches=$(sed -n 's/^launches: //p' "$out/mi_native.log")
 FERRY_DEVICES=$url_new timeout 120 "$new/bin/ferry" run -- "$mi" >"$out/mi_remote.log" 2>&1
 echo "migrate_iter_rpath remote rc=$? $(grep checksum "$out/mi_remote.log")" >>"$log"
+launches=$(sed -n 's/^launches: //p' "$out/mi_remote.log")
 for mode in never always; do
   for pct in 25 50 75; do
     k=$((launches * pct / 100))
@@ -74,12 +74,12 @@ done
 
 # ---- frameworks: natively, then through ferry ----
 export PYTHONUNBUFFERED=1
-timeout 300 python3 "$here/frameworks/torch_probe.py" >"$out/torch_native.txt" 2>"$out/torch_native.err"
-FERRY_DEVICES=$url_new timeout 300 "$new/bin/ferry" run -- python3 "$here/frameworks/torch_probe.py" \
+timeout 150 python3 "$here/frameworks/torch_probe.py" >"$out/torch_native.txt" 2>"$out/torch_native.err"
+FERRY_DEVICES=$url_new timeout 150 "$new/bin/ferry" run -- python3 "$here/frameworks/torch_probe.py" \
   >"$out/torch_ferry.txt" 2>"$out/torch_ferry.err"
 echo "rc=$?" >>"$out/torch_ferry.txt"
-JAX_PLATFORMS=cuda timeout 300 python3 "$here/frameworks/jax_probe.py" >"$out/jax_native.txt" 2>"$out/jax_native.err"
-FERRY_DEVICES=$url_new JAX_PLATFORMS=cuda timeout 300 "$new/bin/ferry" run -- python3 \
+JAX_PLATFORMS=cuda timeout 150 python3 "$here/frameworks/jax_probe.py" >"$out/jax_native.txt" 2>"$out/jax_native.err"
+FERRY_DEVICES=$url_new JAX_PLATFORMS=cuda timeout 150 "$new/bin/ferry" run -- python3 \
   "$here/frameworks/jax_probe.py" >"$out/jax_ferry.txt" 2>"$out/jax_ferry.err"
 echo "rc=$?" >>"$out/jax_ferry.txt"
 echo done >>"$out/machine.txt"
