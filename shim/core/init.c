@@ -20,8 +20,6 @@
 #include "shim/core/link.h"
 #include "shim/core/loader.h"
 #include "shim/core/local.h"
-#include "shim/core/query_cache.h"
-#include "shim/core/vgpu.h"
 #include "transport/reader.h"
 
 /* a local:N beyond this is a typo, not a machine (as for server GPUs) */

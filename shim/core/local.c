@@ -15,11 +15,8 @@
 #include "common/log.h"
 #include "executor/exec.h"
 #include "protocol/clone.h"
-#include "shim/core/host.h"
 #include "shim/core/link.h"
 #include "shim/core/local.h"
-#include "shim/core/query_cache.h"
-#include "shim/core/vgpu.h"
 
 struct ferry_local {
   struct ferry_exec *ex;

@@ -12,9 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shim/core/host.h"
-#include "shim/core/link.h"
-#include "shim/core/local.h"
 #include "shim/core/query_cache.h"
 #include "shim/core/vgpu.h"
 

@@ -14,12 +14,10 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "shim/core/host.h"
 #include "shim/core/link.h"
 #include "shim/core/local.h"
 #include "shim/core/query_cache.h"
 #include "shim/core/thread.h"
-#include "shim/core/vgpu.h"
 #include "transport/reader.h"
 
 static pthread_mutex_t flusher_lock = PTHREAD_MUTEX_INITIALIZER;
