@@ -204,44 +204,45 @@ CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *c) { return copy2d(c, 
 CUresult cuMemcpy2DAsync(const CUDA_MEMCPY2D *c, CUstream s) { return copy2d(c, s, 1, 0); }
 CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *c, CUstream s) { return copy2d(c, s, 1, 1); }
 
-/* ---- sets: byte sets as the runtime's, 16/32-bit ones through ferry_memset_wide ---- */
+/* ---- sets: byte sets as the runtime's, 16/32-bit ones through ferry_memset_wide; the
+   synchronous forms are the asynchronous ones on the default stream ---- */
 static CUresult set(CUdeviceptr d, size_t pitch, uint32_t value, unsigned elem, size_t w, size_t h,
-                    CUstream s, int async, int per_thread) {
+                    CUstream s, int per_thread) {
   CUresult rc = ferry_cu_ready();
   if (rc) return rc;
-  rc = FERRY_CU_RT(ferry_memset_wide(DEV(d), pitch, value, elem, w, h, (cudaStream_t)s, per_thread));
-  /* the synchronous forms return when the set is done, as cuMemsetD* do */
-  if (!rc && !async) rc = FERRY_CU_RT(per_thread ? cudaStreamSynchronize_ptsz((cudaStream_t)s)
-                                                 : cudaStreamSynchronize((cudaStream_t)s));
-  return rc;
+  /* the synchronous forms do not wait either: on device memory (all ferry
+     sets) CUDA's return at once, ordered by the stream (the driver API's
+     "API synchronization behavior"); waiting serialized loops of sets and
+     launches that CUDA pipelines */
+  return FERRY_CU_RT(ferry_memset_wide(DEV(d), pitch, value, elem, w, h, (cudaStream_t)s, per_thread));
 }
 
 #define SETS(bits, type, elem)                                                                 \
   CUresult cuMemsetD##bits(CUdeviceptr d, type v, size_t n) {                                  \
-    return set(d, 0, v, elem, n, 1, NULL, 0, 0);                                               \
+    return set(d, 0, v, elem, n, 1, NULL, 0);                                                  \
   }                                                                                            \
   CUresult cuMemsetD##bits##_v2_ptds(CUdeviceptr d, type v, size_t n) {                        \
-    return set(d, 0, v, elem, n, 1, NULL, 0, 1);                                               \
+    return set(d, 0, v, elem, n, 1, NULL, 1);                                                  \
   }                                                                                            \
   CUresult cuMemsetD##bits##Async(CUdeviceptr d, type v, size_t n, CUstream s) {               \
-    return set(d, 0, v, elem, n, 1, s, 1, 0);                                                  \
+    return set(d, 0, v, elem, n, 1, s, 0);                                                     \
   }                                                                                            \
   CUresult cuMemsetD##bits##Async_ptsz(CUdeviceptr d, type v, size_t n, CUstream s) {          \
-    return set(d, 0, v, elem, n, 1, s, 1, 1);                                                  \
+    return set(d, 0, v, elem, n, 1, s, 1);                                                     \
   }                                                                                            \
   CUresult cuMemsetD2D##bits(CUdeviceptr d, size_t p, type v, size_t w, size_t h) {            \
-    return set(d, p, v, elem, w, h, NULL, 0, 0);                                               \
+    return set(d, p, v, elem, w, h, NULL, 0);                                                  \
   }                                                                                            \
   CUresult cuMemsetD2D##bits##_v2_ptds(CUdeviceptr d, size_t p, type v, size_t w, size_t h) {  \
-    return set(d, p, v, elem, w, h, NULL, 0, 1);                                               \
+    return set(d, p, v, elem, w, h, NULL, 1);                                                  \
   }                                                                                            \
   CUresult cuMemsetD2D##bits##Async(CUdeviceptr d, size_t p, type v, size_t w, size_t h,       \
                                     CUstream s) {                                              \
-    return set(d, p, v, elem, w, h, s, 1, 0);                                                  \
+    return set(d, p, v, elem, w, h, s, 0);                                                     \
   }                                                                                            \
   CUresult cuMemsetD2D##bits##Async_ptsz(CUdeviceptr d, size_t p, type v, size_t w, size_t h,  \
                                          CUstream s) {                                         \
-    return set(d, p, v, elem, w, h, s, 1, 1);                                                  \
+    return set(d, p, v, elem, w, h, s, 1);                                                     \
   }
 SETS(8, unsigned char, 1)
 SETS(16, unsigned short, 2)

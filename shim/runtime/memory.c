@@ -401,12 +401,10 @@ static int copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size
   if ((rc = stream_id_for(v, stream, per_thread, &sid, &async))) return rc;
   struct ferry_memcpy2d_dtod_args a = {(uint64_t)(uintptr_t)dst, dpitch, (uint64_t)(uintptr_t)src,
                                        spitch, width, height, sid};
-  rc = ferry_call(v, FERRY_CALL_memcpy2d_dtod, &a, NULL, NULL);
-  if (!rc && !async) {
-    struct ferry_stream_synchronize_args s = {sid};
-    rc = ferry_call(v, FERRY_CALL_stream_synchronize, &s, NULL, NULL);
-  }
-  return rc;
+  /* device to device: CUDA does no host-side synchronization for the
+     synchronous form either (API synchronization behavior); the stream
+     orders it */
+  return ferry_call(v, FERRY_CALL_memcpy2d_dtod, &a, NULL, NULL);
 }
 
 cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,

@@ -18,6 +18,11 @@ vecadd)
   expect_in vecadd.out "PASSED"
   expect_in vecadd.out "ferry CPU simulation"
   ;;
+async_loop)
+  start_sim_server
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0 FERRY_CONTROL_DIR="$work"
+  async_loop_placements async_loop
+  ;;
 api_tour)
   start_sim_server
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0

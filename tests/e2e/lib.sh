@@ -109,6 +109,42 @@ expect_in() { grep -q -- "$2" "$work/$1" || fail "'$2' not found in $1"; }
 expect_not_in() { ! grep -q -- "$2" "$work/$1" || fail "'$2' found in $1"; }
 value() { sed -n "s/^$2: //p" "$work/$1.out" | head -n 1; }
 
+# calls LABEL NAME: how many NAME calls FERRY_STATS counted on device 0 in
+# LABEL's run (0 when it names none)
+calls() {
+  n=$(sed -n "s/.*stats: device=0 calls:.* $2=\([0-9]*\).*/\1/p" "$work/$1.err" | head -n 1)
+  echo "${n:-0}"
+}
+
+# async_loop_placements APP: tests/apps/async_loop (APP: its build) remote,
+# moved into the process at its first launch, and onto a ferry-mhelper:
+# ferry makes exactly the calls the program asked for, and no stream
+# synchronize it did not (CUDA does not wait for a memset or a device to
+# device copy)
+async_loop_placements() {
+  for placement in remote never always; do
+    label=loop_$placement
+    if [ "$placement" = remote ]; then
+      rc=$(FERRY_STATS=1 run "$label" "$1" 65536 10)
+    else
+      rc=$(FERRY_STATS=1 FERRY_LOCAL_BACKEND=sim FERRY_SIM_KERNELS="$apps/app_twins.so" \
+        FERRY_MIGRATE_AT=0:0:launch=1 FERRY_MHELPER=$placement run "$label" "$1" 65536 10)
+      expect_in "$label.err" "ferry: device 0 now runs on local GPU 0"
+    fi
+    passed "$label" "$rc"
+    for pair in memset:memsets launch:launches memcpy2d_dtod:copies2d; do
+      got=$(calls "$label" "${pair%%:*}") want=$(value "$label" "${pair#*:}")
+      [ "$got" = "$want" ] || fail "$label: ferry made $got ${pair%%:*} calls, the program asked for $want"
+    done
+    # its synchronizes, and its cudaFrees, which wait for the device as CUDA's do
+    want=$(($(value "$label" synchronizes) + $(value "$label" frees)))
+    [ "$(calls "$label" device_synchronize)" = "$want" ] ||
+      fail "$label: ferry made $(calls "$label" device_synchronize) device synchronizes, the program $want"
+    [ "$(calls "$label" stream_synchronize)" = 0 ] ||
+      fail "$label: ferry added $(calls "$label" stream_synchronize) stream synchronizes"
+  done
+}
+
 # same_checksum LABEL: LABEL printed the checksum of the reference run ($want)
 same_checksum() {
   got=$(value "$1" checksum)

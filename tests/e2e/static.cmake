@@ -2,7 +2,7 @@
 # reaches ferry only through its libcuda.so.1 (driver front end, export
 # tables), and their end-to-end cases (static.sh): the same checks as the
 # -cudart shared builds, and the same results.
-set(FERRY_STATIC_APPS vecadd api_tour arrays migrate_iter multi_gpu)
+set(FERRY_STATIC_APPS vecadd api_tour arrays migrate_iter multi_gpu async_loop)
 set(FERRY_STATIC_BINARIES)
 foreach(app ${FERRY_STATIC_APPS})
   add_custom_command(
@@ -17,7 +17,7 @@ foreach(app ${FERRY_STATIC_APPS})
 endforeach()
 add_custom_target(ferry_static_apps ALL DEPENDS ${FERRY_STATIC_BINARIES})
 
-set(FERRY_STATIC_CASES vecadd api_tour arrays migrate migrate_helper multi_gpu reset no_server)
+set(FERRY_STATIC_CASES vecadd async_loop api_tour arrays migrate migrate_helper multi_gpu reset no_server)
 foreach(case ${FERRY_STATIC_CASES})
   add_test(NAME e2e_static_${case}
            COMMAND sh ${CMAKE_SOURCE_DIR}/tests/e2e/static.sh ${CMAKE_BINARY_DIR} ${case})

@@ -40,6 +40,9 @@ api_tour)
   expect_in api_tour.out " 0 failed"
   expect_in api_tour.out "hello from the GPU, tag 42"
   ;;
+async_loop)
+  async_loop_placements async_loop_static
+  ;;
 arrays)
   rc=$(run arrays arrays_static)
   ok arrays "$rc"

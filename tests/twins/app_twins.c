@@ -44,6 +44,18 @@ static void scale(const struct ferry_twin_thread *t, const unsigned char *params
   if ((int)i < n) x[i] *= s;
 }
 
+/* sum_into(const int *a, int n, unsigned long long *counter) (async_loop.cu): a
+   grid-stride sum per thread, added to the counter (threads run one at a
+   time, so the atomicAdd is a plain add) */
+static void sum_into(const struct ferry_twin_thread *t, const unsigned char *params) {
+  const int *a = ARG(const int *, 0);
+  int n = ARG(int, 8);
+  unsigned long long *counter = ARG(unsigned long long *, 16), local = 0;
+  unsigned stride = t->grid_dim.x * t->block_dim.x;
+  for (unsigned i = global_x(t); (int)i < n; i += stride) local += (unsigned long long)a[i];
+  *counter += local;
+}
+
 struct mixed {
   char a;
   double b;
@@ -387,6 +399,7 @@ static void mx_add(const struct ferry_twin_thread *t, const unsigned char *param
 
 const struct ferry_twin ferry_twins[] = {
     {"_Z6vecAddPKfS0_Pfi", vec_add, 0, 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}},
+    {"_Z8sum_intoPKiiPy", sum_into, 0, 3, {{0, 8}, {8, 4}, {16, 8}}},
     {"fill_index", fill_index, 0, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {"_Z5scalePffi", scale, 0, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {"_Z12mixed_paramsPdf5Mixedcd", mixed_params, 0, 5, {{0, 8}, {8, 4}, {16, 24}, {40, 1}, {48, 8}}},
