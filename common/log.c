@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 static const char *log_prefix = "ferry";
+static int log_fd = 2;
 
 void ferry_log_set_prefix(const char *prefix) { log_prefix = prefix; }
+void ferry_log_set_fd(int fd) { log_fd = fd; }
+int ferry_log_fd(void) { return log_fd; }
 
 static void vlog(const char *fmt, va_list ap) {
   char line[1024];
@@ -19,7 +22,7 @@ static void vlog(const char *fmt, va_list ap) {
   size_t len = (size_t)n + (size_t)m;
   if (len > sizeof line - 2) len = sizeof line - 2;
   line[len++] = '\n';
-  ssize_t w = write(2, line, len);
+  ssize_t w = write(log_fd, line, len);
   (void)w;
 }
 

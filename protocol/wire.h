@@ -31,7 +31,7 @@
 enum {
   FERRY_KIND_REPLY = 0xff00,    /* answer to the oldest SYNC request */
   FERRY_KIND_DEFERRED = 0xff01, /* data of a finished memcpy_dtoh_async; body: [token] */
-  FERRY_KIND_OUTPUT = 0xff02,   /* device printf bytes for the app's stdout (bulk) */
+  FERRY_KIND_OUTPUT = 0xff02,   /* device output (bulk) for the app's fd `status`: 1 printf, 2 assert */
   FERRY_KIND_GOODBYE = 0xff03,  /* server ends the session; body: [reason] */
   FERRY_KIND_KEEPALIVE = 0xff04, /* a call still runs (hello's keepalive_ms); no body */
 };

@@ -86,12 +86,20 @@ int session_check_hello(const struct server_opts *opts, const struct ferry_hello
    (none when status is 0), then a GOODBYE with reason. 0, or -1 out of memory. */
 int session_refusal(struct ferry_buf *out, int32_t status, const char *reason);
 
-/* redirects fd 1 into a pipe drained by a thread; 0 or -1 */
+/* device output: stdout (printf) and stderr (a failed device assert) */
+#define CAPTURE_STREAMS 2
+struct capture_out {
+  char *buf; /* the caller frees it */
+  size_t len; /* 0 when nothing was written */
+  int fd;     /* where the program writes it: 1 or 2 */
+};
+/* redirects fd 1 and fd 2 into pipes drained by a thread, ferry's log to a
+   copy of the old fd 2; 0 or -1 */
 int capture_start(void);
-/* flushes stdout and moves what was captured so far into *buf and *len (caller
-   frees *buf); *len is 0 when nothing was printed. With look == 0 the pipe
-   itself is not read (no system call): only right for a caller who knows no
-   device code ran since the pipe was last read with look == 1. */
-void capture_take(char **buf, size_t *len, int look);
+/* flushes stdio and moves what was captured so far into out, one per
+   stream. With look == 0 the pipes themselves are not read (no system
+   call): only right for a caller who knows no device code ran since they
+   were last read with look == 1. */
+void capture_take(struct capture_out out[CAPTURE_STREAMS], int look);
 
 #endif

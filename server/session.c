@@ -260,18 +260,19 @@ static int flush_pending(struct session *s) {
     if (!s->broken) conn_failed(s);
     return -1;
   }
-  char *out;
-  size_t len;
-  capture_take(&out, &len, s->device_ran && (ferry_calls[s->call].flags & FLUSHES_OUTPUT));
-  if (!len) return 0;
-  /* OUTPUT frames stay below FERRY_MAX_BULK trivially; split for the client's sake */
+  struct capture_out out[CAPTURE_STREAMS];
+  capture_take(out, s->device_ran && (ferry_calls[s->call].flags & FLUSHES_OUTPUT));
+  /* OUTPUT frames stay below FERRY_MAX_BULK trivially; split for the
+     client's sake. The status names the program's stream. */
   int r = 0;
-  for (size_t off = 0; off < len && r == 0;) {
-    size_t k = len - off > (1u << 20) ? (1u << 20) : len - off;
-    r = send_frame(s, FERRY_KIND_OUTPUT, 0, 0, NULL, 0, out + off, k, k);
-    off += k;
+  for (int i = 0; i < CAPTURE_STREAMS; i++) {
+    for (size_t off = 0; off < out[i].len && r == 0;) {
+      size_t k = out[i].len - off > (1u << 20) ? (1u << 20) : out[i].len - off;
+      r = send_frame(s, FERRY_KIND_OUTPUT, out[i].fd, 0, NULL, 0, out[i].buf + off, k, k);
+      off += k;
+    }
+    free(out[i].buf);
   }
-  free(out);
   return r;
 }
 
@@ -446,7 +447,7 @@ static size_t alarm_len;
 
 static void on_handshake_alarm(int sig) {
   (void)sig;
-  ssize_t w = write(2, alarm_msg, alarm_len); /* async-signal-safe, unlike ferry_log */
+  ssize_t w = write(ferry_log_fd(), alarm_msg, alarm_len); /* async-signal-safe, unlike ferry_log */
   (void)w;
   _exit(SESSION_PROTOCOL);
 }

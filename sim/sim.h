@@ -193,6 +193,10 @@ void sim_access_as(int dev, int on);
 
 /* runs fn(arg) with SIGSEGV/SIGBUS turned into a return value of -1 */
 int sim_guarded(void (*fn)(void *), void *arg);
+/* ends the guarded work at once, as a device trap does: sim_guarded then
+   returns SIM_TRAPPED (a failed device assert) */
+#define SIM_TRAPPED 2
+void sim_trap(void) __attribute__((noreturn));
 
 /* frees every object owned by device dev's context (modules, streams,
    events, arrays, texture and surface objects) */

@@ -8,6 +8,7 @@
 
 #include <setjmp.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
 static _Thread_local sigjmp_buf *guard_env;
@@ -20,6 +21,11 @@ static void on_fault(int sig, siginfo_t *si, void *uc) {
   signal(sig, SIG_DFL);
 }
 
+void sim_trap(void) {
+  if (guard_env) siglongjmp(*guard_env, SIM_TRAPPED);
+  abort(); /* only guarded device work traps */
+}
+
 int sim_guarded(void (*fn)(void *), void *arg) {
   struct sigaction sa, old_segv, old_bus;
   memset(&sa, 0, sizeof sa);
@@ -30,11 +36,12 @@ int sim_guarded(void (*fn)(void *), void *arg) {
   sigaction(SIGBUS, &sa, &old_bus);
   sigjmp_buf env;
   volatile int rc = 0;
-  if (sigsetjmp(env, 1) == 0) {
+  int jumped = sigsetjmp(env, 1);
+  if (jumped == 0) {
     guard_env = &env;
     fn(arg);
   } else {
-    rc = -1;
+    rc = jumped == SIM_TRAPPED ? SIM_TRAPPED : -1;
   }
   guard_env = NULL;
   sigaction(SIGSEGV, &old_segv, NULL);

@@ -337,6 +337,17 @@ static void *twin_global(const struct ferry_twin_thread *t, const char *name) {
   return NULL;
 }
 
+/* t->assert_fail: CUDA's message for a failed device assert, on stderr
+   (where the driver writes it), then the kernel ends as a trap */
+__attribute__((noreturn)) static void twin_assert_fail(const struct ferry_twin_thread *t, const char *expr, const char *file,
+                             unsigned line, const char *function) {
+  fprintf(stderr, "%s:%u: %s: block: [%u,%u,%u], thread: [%u,%u,%u] Assertion `%s` failed.\n", file,
+          line, function, t->block_idx.x, t->block_idx.y, t->block_idx.z, t->thread_idx.x,
+          t->thread_idx.y, t->thread_idx.z, expr);
+  fflush(stderr);
+  sim_trap();
+}
+
 struct grid_run {
   const struct sim_module *mod;
   const struct ferry_twin *twin;
@@ -350,7 +361,7 @@ static void run_grid(void *arg) {
   struct grid_run *g = arg;
   struct ferry_twin_thread t = {.grid_dim = g->grid, .block_dim = g->block,
                                 .dynamic_shared = g->shared, .global = twin_global,
-                                .module = g->mod};
+                                .assert_fail = twin_assert_fail, .module = g->mod};
   for (unsigned bz = 0; bz < g->grid.z; bz++)
     for (unsigned by = 0; by < g->grid.y; by++)
       for (unsigned bx = 0; bx < g->grid.x; bx++) {
@@ -458,7 +469,7 @@ static CUresult run_launch(struct sim_func *f, unsigned gx, unsigned gy, unsigne
   int faulted = sim_guarded(run_grid, &g);
   sim_access_as(c->dev, 0);
   if (faulted) { /* only the device whose context ran the kernel */
-    c->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+    c->sticky = faulted == SIM_TRAPPED ? CUDA_ERROR_ASSERT : CUDA_ERROR_ILLEGAL_ADDRESS;
     c->poisoned = 1;
   }
   fflush(stdout); /* device printf output appears when the kernel is done */

@@ -22,6 +22,10 @@ struct ferry_twin_thread {
   /* the address of a __device__/__constant__ variable (ferry_twin_vars) of
      the launching module, or NULL: twins reach module globals through it */
   void *(*global)(const struct ferry_twin_thread *t, const char *name);
+  /* a failed assert(expr) in the kernel: CUDA's message on stderr, and the
+     kernel ends with the sticky cudaErrorAssert, as on a GPU */
+  void (*assert_fail)(const struct ferry_twin_thread *t, const char *expr, const char *file,
+                      unsigned line, const char *function) __attribute__((noreturn));
   const void *module; /* private to the simulation */
 };
 

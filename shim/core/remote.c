@@ -299,17 +299,20 @@ static int on_deferred(struct ferry_link *l, const struct ferry_frame *h) {
   return ferry_read(l->reader, d.dst, d.size);
 }
 
+/* device output for the program's stdout (printf) or stderr (a failed
+   device assert), as the frame's status says */
 static int on_output(struct ferry_link *l, const struct ferry_frame *h) {
   if (read_body(l, h->body_len)) return -1;
+  FILE *to = h->status == 2 ? stderr : stdout;
   char chunk[16384];
   uint64_t left = h->bulk_len;
   while (left) {
     size_t k = left < sizeof chunk ? left : sizeof chunk;
     if (ferry_read(l->reader, chunk, k)) return -1;
-    fwrite(chunk, 1, k, stdout);
+    fwrite(chunk, 1, k, to);
     left -= k;
   }
-  fflush(stdout);
+  fflush(to);
   return 0;
 }
 

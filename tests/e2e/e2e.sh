@@ -23,6 +23,30 @@ async_loop)
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0 FERRY_CONTROL_DIR="$work"
   async_loop_placements async_loop
   ;;
+device_assert)
+  # printf on stdout, the assert's message on stderr, cudaErrorAssert from
+  # the synchronize and every call after it: remote, and moved into the
+  # process and onto a helper before the launch
+  start_sim_server
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0 FERRY_CONTROL_DIR="$work"
+  for placement in remote never always; do
+    if [ "$placement" = remote ]; then
+      rc=$(run "da_$placement" device_assert)
+    else
+      rc=$(FERRY_LOCAL_BACKEND=sim FERRY_SIM_KERNELS="$apps/app_twins.so" FERRY_MIGRATE_AT=0:0:launch=1 \
+        FERRY_MHELPER=$placement run "da_$placement" device_assert)
+    fi
+    [ "$rc" = 0 ] || fail "device_assert ($placement) exited $rc"
+    expect_in "da_$placement.out" "^thread 0 checks$"
+    expect_in "da_$placement.out" "^sync: cudaErrorAssert$"
+    expect_in "da_$placement.out" "^after: cudaErrorAssert$"
+    expect_in "da_$placement.err" "block: \[0,0,0\], thread: \[3,0,0\] Assertion \`i != bad\` failed."
+    expect_not_in "da_$placement.out" "Assertion"
+  done
+  # and nothing of it in the server's log
+  expect_not_in server.log "Assertion"
+  expect_not_in server.log "thread 0 checks"
+  ;;
 api_tour)
   start_sim_server
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0

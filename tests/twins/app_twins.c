@@ -56,6 +56,21 @@ static void sum_into(const struct ferry_twin_thread *t, const unsigned char *par
   *counter += local;
 }
 
+/* checked(int *out, int bad) (device_assert.cu): per block, as a warp runs
+   it: every thread prints, then the one that fails the assert traps */
+static void checked(const struct ferry_twin_thread *t, const unsigned char *params) {
+  int *out = ARG(int *, 0);
+  int bad = ARG(int, 8);
+  for (unsigned i = 0; i < t->block_dim.x; i++) printf("thread %u checks\n", i);
+  for (unsigned i = 0; i < t->block_dim.x; i++) {
+    struct ferry_twin_thread at = *t;
+    at.thread_idx.x = i;
+    if ((int)i == bad)
+      t->assert_fail(&at, "i != bad", "device_assert.cu", 16, "void checked(int *, int)");
+    out[i] = (int)i;
+  }
+}
+
 struct mixed {
   char a;
   double b;
@@ -400,6 +415,7 @@ static void mx_add(const struct ferry_twin_thread *t, const unsigned char *param
 const struct ferry_twin ferry_twins[] = {
     {"_Z6vecAddPKfS0_Pfi", vec_add, 0, 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}},
     {"_Z8sum_intoPKiiPy", sum_into, 0, 3, {{0, 8}, {8, 4}, {16, 8}}},
+    {"_Z7checkedPii", checked, 1, 2, {{0, 8}, {8, 4}}},
     {"fill_index", fill_index, 0, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {"_Z5scalePffi", scale, 0, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {"_Z12mixed_paramsPdf5Mixedcd", mixed_params, 0, 5, {{0, 8}, {8, 4}, {16, 24}, {40, 1}, {48, 8}}},
