@@ -153,6 +153,15 @@ const char *ferry_client_token(void) {
   size_t n = fread(token, 1, sizeof token - 1, f);
   fclose(f);
   token[n] = '\0';
+  /* sent as a C string, it would end at a NUL: refused, as the server does */
+  const char *nul = memchr(token, '\0', n);
+  if (nul) {
+    ferry_log("FERRY_TOKEN_FILE %s: the token has a NUL byte at offset %zu; a token is text "
+              "(e.g. `head -c 24 /dev/urandom | base64`), none is sent", path,
+              (size_t)(nul - token));
+    token[0] = '\0';
+    return NULL;
+  }
   while (n && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' ')) token[--n] = '\0';
   return token[0] ? token : NULL;
 }
