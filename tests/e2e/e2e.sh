@@ -228,6 +228,13 @@ metrics)
   expect_in bad.txt '^HTTP/1.0 400 Bad Request'
   head -c 10000 /dev/zero | tr '\0' a | curl -s -m 5 "telnet://127.0.0.1:$mport" >"$work/big.txt" 2>&1
   expect_in big.txt '^HTTP/1.0 400 Bad Request'
+  # a NUL byte (which hid the end of the headers from the server) is a bad
+  # request at once, not a silence until the 5 s deadline
+  t0=$(date +%s%N)
+  printf 'GET /metrics\000 HTTP/1.1\r\n\r\n' | curl -s -m 10 "telnet://127.0.0.1:$mport" >"$work/nul.txt" 2>&1
+  dt=$((($(date +%s%N) - t0) / 1000000))
+  expect_in nul.txt '^HTTP/1.0 400 Bad Request'
+  [ "$dt" -lt 2500 ] || fail "the request with a NUL byte was answered after $dt ms"
   [ "$(scrape m.txt)" = 200 ] || fail "GET /metrics failed after bad requests"
   wait "$bg_pid"
   rc=$?
