@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -205,7 +206,7 @@ static int cmd_run(int argc, char **argv) {
 /* ---- control sockets of running programs (ls, status, migrate) ---- */
 
 #define REPLY_MAX (65536 + 2) /* a program's longest reply line and its \n */
-#define STATUS_TIMEOUT_MS 5000 /* a program that does not answer status is stuck */
+#define STATUS_TIMEOUT_MS 5000 /* for a whole status reply: a program that takes longer is stuck */
 #define POLL_MS 200            /* migrate's progress: how often status is asked */
 
 /* the shim's rule (shim/migrate/control.c) */
@@ -234,14 +235,30 @@ static int ctl_connect(const char *path) {
   return fd;
 }
 
-/* reads one reply line into r (without its \n); timeout_ms < 0 waits for
-   ever. 0, or -1 with a reason in r */
+static long now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* reads one reply line into r (without its \n) within timeout_ms for the
+   whole line, not per read (a program that trickles bytes would hold the
+   CLI for as long as it likes); < 0 waits for ever. 0, or -1 with a reason
+   in r */
 static int ctl_read(int fd, char *r, size_t n, int timeout_ms) {
   size_t have = 0;
+  long deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
   for (;;) {
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    int rc = poll(&p, 1, timeout_ms);
+    long left = deadline < 0 ? -1 : deadline - now_ms();
+    /* past the deadline nothing more is read, even bytes that are there */
+    int rc = deadline >= 0 && left <= 0 ? 0 : poll(&p, 1, (int)left);
     if (rc < 0 && errno == EINTR) continue;
+    if (rc == 0 && have) {
+      snprintf(r, n, "the program's reply was not complete within %d ms (%zu bytes, no end of "
+               "line)", timeout_ms, have);
+      return -1;
+    }
     if (rc == 0) {
       snprintf(r, n, "the program did not answer within %d ms", timeout_ms);
       return -1;
