@@ -23,6 +23,7 @@
 
 #include <jansson.h>
 
+#include "cli/escape.h"
 #include "protocol/wire.h"
 
 #define SHIM_NAME "libcudart.so.13"
@@ -505,27 +506,38 @@ static void format_bytes(char *out, size_t n, double done, double total) {
                 total / scale, units[u]);
 }
 
-/* member `key` of obj as a string, cut to n bytes; "-" when it is not one */
+/* member `key` of obj as a string, escaped (cli_escape) and cut to n
+   bytes; "-" when it is not one */
 static void str(const json_t *obj, const char *key, char *out, size_t n) {
   const char *v = json_string_value(json_object_get(obj, key));
-  snprintf(out, n, "%s", v ? v : "-");
+  cli_escape(out, n, v ? v : "-");
 }
 
-/* how the CLI prints JSON: one line, the program's order, times to the microsecond */
-#define DUMP_FLAGS (JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))
+/* a reply line of the program, escaped for printing */
+static const char *safe(const char *reply) {
+  static char buf[4 * REPLY_MAX];
+  return cli_escape(buf, sizeof buf, reply);
+}
+
+/* how the CLI prints JSON: one line, the program's order, times to the
+   microsecond; all ASCII (control characters and everything past U+007F as
+   \uXXXX), so that even a terminal shown the JSON gets no control */
+#define DUMP_FLAGS \
+  (JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15) | JSON_ENSURE_ASCII)
 
 /* The status object of an `ok {json}` reply; NULL with why. Jansson refuses
    what is not JSON (NaN, 1e999, bad UTF-8, trailing bytes) and duplicate
    keys, which readers would take differently. */
 static json_t *parse_status(const char *reply, char *why, size_t n) {
   if (strncmp(reply, "ok {", 4)) {
-    snprintf(why, n, "the program answered: %s", reply);
+    snprintf(why, n, "the program answered: %s", safe(reply));
     return NULL;
   }
   json_error_t err;
   json_t *st = json_loads(reply + 3, JSON_REJECT_DUPLICATES, &err);
-  if (!st) snprintf(why, n, "the program's status is not valid JSON (%s at byte %d)", err.text,
-                    err.position);
+  char text[4 * sizeof err.text]; /* Jansson quotes the bytes it stopped at */
+  if (!st) snprintf(why, n, "the program's status is not valid JSON (%s at byte %d)",
+                    cli_escape(text, sizeof text, err.text), err.position);
   return st;
 }
 
@@ -571,8 +583,9 @@ static void print_migration(const json_t *mig) {
   json_object_foreach((json_t *)ms, name, v) {
     if (len >= sizeof times) break;
     double t = json_is_number(v) ? json_number_value(v) : 0;
-    len += (size_t)snprintf(times + len, sizeof times - len, "%s%.31s %.1f", i++ ? ", " : "",
-                            name, clamp(t, 0, MS_MAX));
+    char shown_name[32];
+    len += (size_t)snprintf(times + len, sizeof times - len, "%s%s %.1f", i++ ? ", " : "",
+                            cli_escape(shown_name, sizeof shown_name, name), clamp(t, 0, MS_MAX));
   }
   if (!strcmp(state, "running")) {
     if (memsync_progress(mig, progress, sizeof progress) < 0)
@@ -779,10 +792,11 @@ static int cmd_prepare_cancel(int argc, char **argv, int cancel) {
   if (!rc) rc = ctl_read(fd, reply_buf, sizeof reply_buf, -1);
   close(fd);
   if (!rc && !strncmp(reply_buf, "ok ", 3)) {
-    printf("%s\n", reply_buf + 3);
+    printf("%s\n", safe(reply_buf + 3));
     return 0;
   }
-  fprintf(stderr, "ferry migrate: %s\n", !strncmp(reply_buf, "error ", 6) ? reply_buf + 6 : reply_buf);
+  fprintf(stderr, "ferry migrate: %s\n",
+          safe(!strncmp(reply_buf, "error ", 6) ? reply_buf + 6 : reply_buf));
   return 1;
 }
 
@@ -860,11 +874,11 @@ static int cmd_migrate(int argc, char **argv) {
     return 1;
   }
   if (!strncmp(reply_buf, "ok ", 3)) {
-    printf("%s\n", reply_buf + 3);
+    printf("%s\n", safe(reply_buf + 3));
     return 0;
   }
   fprintf(stderr, "ferry migrate: %s\n",
-          !strncmp(reply_buf, "error ", 6) ? reply_buf + 6 : reply_buf);
+          safe(!strncmp(reply_buf, "error ", 6) ? reply_buf + 6 : reply_buf));
   return 1;
 }
 

@@ -1735,6 +1735,81 @@ static void test_cli_trickle(void **state) {
   fake_stop(&f);
 }
 
+/* Text from a program (names, errors, URLs, where, phase names, raw
+   replies, and what Jansson quotes of a bad one) reaches the terminal with
+   its control characters escaped as \xNN, backslashes doubled: a program
+   cannot write escape sequences into its caller's terminal. Printable UTF-8
+   stays as it is; C1 controls, bidirectional overrides and bytes that are
+   not UTF-8 are escaped too. --json stays JSON, all ASCII. */
+static const char *const escape_status =
+    "ok {\"pid\":1,\"vgpus\":[{\"index\":0,\"backend\":\"re\\u001b[2Jmote\","
+    "\"where\":\"\\u001b]0;owned\\u0007caf\\u00e9\\\\\\u009b1m\\u202e\\u007f\","
+    "\"prepared\":\"\\u001b[5m\",\"migration\":{\"state\":\"failed\",\"phase\":\"replay\\u001b\","
+    "\"error\":\"bad\\r\\u001b[1Kthing\",\"phase_ms\":{\"ho\\u001bld\":1},\"total_ms\":2}}]}";
+static const char *const where_shown = "\\x1b]0;owned\\x07caf\xc3\xa9\\\\\\xc2\\x9b1m"
+                                       "\\xe2\\x80\\xae\\x7f";
+
+/* no byte of s may act on a terminal */
+static void assert_inert(const char *s, const char *what) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    if ((*p < 0x20 && *p != '\n') || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] < 0xa0) ||
+        (p[0] == 0xe2 && p[1] == 0x80 && p[2] == 0xae))
+      fail_msg("%s: a control character at byte %zu: %s", what, (size_t)(p - (const unsigned char *)s), s);
+}
+
+static void test_cli_escapes(void **state) {
+  (void)state;
+  struct fake f = fake_start(dir, NULL, 0, (uid_t)-1, escape_status, "ok \x1b]0;x\x07moved");
+  char pid[32], want[512];
+  snprintf(pid, sizeof pid, "%d", (int)f.pid);
+  struct cli_result *r = cli("status", "--pid", pid, NULL, NULL, NULL);
+  if (r->rc) fail_msg("rc %d: %s", r->rc, r->err);
+  assert_inert(r->out, "status");
+  snprintf(want, sizeof want, "vGPU 0  re\\x1b[2Jmote  %s\n", where_shown);
+  if (!strstr(r->out, want)) fail_msg("no '%s' in:\n%s", want, r->out);
+  assert_non_null(strstr(r->out, "  prepared: \\x1b[5m\n"));
+  assert_non_null(strstr(r->out, "  migration: failed in replay\\x1b after 2.0 ms: bad\\x0d\\x1b[1Kthing\n"));
+  assert_non_null(strstr(r->out, "phases: ho\\x1bld 1.0 ms"));
+  r = cli("status", "--pid", pid, "--json", NULL, NULL);
+  assert_int_equal(r->rc, 0);
+  for (const char *p = r->out; *p; p++) /* JSON, all ASCII (DEL, which JSON allows raw, aside) */
+    if (((unsigned char)*p < 0x20 && *p != '\n') || (unsigned char)*p > 0x7f) fail_msg("--json: %s", r->out);
+  json_t *st = parsed(r->out);
+  assert_string_equal(jget_str(json_array_get(json_object_get(st, "vgpus"), 0), "where"),
+                      "\x1b]0;owned\x07""caf\xc3\xa9\\\xc2\x9b""1m\xe2\x80\xae\x7f");
+  r = cli("ls", NULL, NULL, NULL, NULL, NULL);
+  assert_int_equal(r->rc, 0);
+  assert_inert(r->out, "ls");
+  snprintf(want, sizeof want, "%-8d %-5s %-8s %-40s %s\n", (int)f.pid, "0", "re\\x1b[2Jmote", where_shown,
+           f.path);
+  if (!strstr(r->out, want)) fail_msg("no row '%s' in:\n%s", want, r->out);
+  r = cli("migrate", "--pid", pid, "0", "1", NULL);
+  assert_int_equal(r->rc, 0);
+  assert_string_equal(r->out, "\\x1b]0;x\\x07moved\n");
+  fake_stop(&f);
+
+  /* replies that are not a status, errors, and what Jansson quotes */
+  static const char *const bad[][3] = {
+      {"nonsense \x1b[2J\x9b", "error \x1b[2Jboom", "the program answered: nonsense \\x1b[2J\\x9b"},
+      {"ok {\x1b[2J}", "\x1b[2J", "not valid JSON"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    f = fake_start(dir, NULL, 0, (uid_t)-1, bad[i][0], bad[i][1]);
+    snprintf(pid, sizeof pid, "%d", (int)f.pid);
+    r = cli("status", "--pid", pid, NULL, NULL, NULL);
+    assert_int_equal(r->rc, 1);
+    assert_inert(r->err, "status's error");
+    if (!strstr(r->err, bad[i][2])) fail_msg("case %zu: no '%s' in '%s'", i, bad[i][2], r->err);
+    r = cli("ls", NULL, NULL, NULL, NULL, NULL);
+    assert_inert(r->err, "ls's error");
+    r = cli("migrate", "--pid", pid, "0", "1", NULL);
+    assert_int_equal(r->rc, 1);
+    assert_inert(r->err, "migrate's error");
+    assert_non_null(strstr(r->err, i ? "ferry migrate: \\x1b[2J\n" : "ferry migrate: \\x1b[2Jboom\n"));
+    fake_stop(&f);
+  }
+}
+
 /* ---- this binary as the program under control ---- */
 
 /* LeakSanitizer's exit check cannot stop the world in a fork() child of a
@@ -1826,6 +1901,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_cli_hostile_numbers, fakes_teardown),
       cmocka_unit_test_teardown(test_cli_not_json, fakes_teardown),
       cmocka_unit_test_teardown(test_cli_trickle, fakes_teardown),
+      cmocka_unit_test_teardown(test_cli_escapes, fakes_teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
