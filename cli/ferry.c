@@ -18,10 +18,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
+#include "cli/escape.h"
 #include "protocol/wire.h"
 
 #define SHIM_NAME "libcudart.so.13"
@@ -205,7 +207,7 @@ static int cmd_run(int argc, char **argv) {
 /* ---- control sockets of running programs (ls, status, migrate) ---- */
 
 #define REPLY_MAX (65536 + 2) /* a program's longest reply line and its \n */
-#define STATUS_TIMEOUT_MS 5000 /* a program that does not answer status is stuck */
+#define STATUS_TIMEOUT_MS 5000 /* for a whole status reply: a program that takes longer is stuck */
 #define POLL_MS 200            /* migrate's progress: how often status is asked */
 
 /* the shim's rule (shim/migrate/control.c) */
@@ -234,14 +236,30 @@ static int ctl_connect(const char *path) {
   return fd;
 }
 
-/* reads one reply line into r (without its \n); timeout_ms < 0 waits for
-   ever. 0, or -1 with a reason in r */
+static long now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* reads one reply line into r (without its \n) within timeout_ms for the
+   whole line, not per read (a program that trickles bytes would hold the
+   CLI for as long as it likes); < 0 waits for ever. 0, or -1 with a reason
+   in r */
 static int ctl_read(int fd, char *r, size_t n, int timeout_ms) {
   size_t have = 0;
+  long deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
   for (;;) {
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    int rc = poll(&p, 1, timeout_ms);
+    long left = deadline < 0 ? -1 : deadline - now_ms();
+    /* past the deadline nothing more is read, even bytes that are there */
+    int rc = deadline >= 0 && left <= 0 ? 0 : poll(&p, 1, (int)left);
     if (rc < 0 && errno == EINTR) continue;
+    if (rc == 0 && have) {
+      snprintf(r, n, "the program's reply was not complete within %d ms (%zu bytes, no end of "
+               "line)", timeout_ms, have);
+      return -1;
+    }
     if (rc == 0) {
       snprintf(r, n, "the program did not answer within %d ms", timeout_ms);
       return -1;
@@ -488,27 +506,38 @@ static void format_bytes(char *out, size_t n, double done, double total) {
                 total / scale, units[u]);
 }
 
-/* member `key` of obj as a string, cut to n bytes; "-" when it is not one */
+/* member `key` of obj as a string, escaped (cli_escape) and cut to n
+   bytes; "-" when it is not one */
 static void str(const json_t *obj, const char *key, char *out, size_t n) {
   const char *v = json_string_value(json_object_get(obj, key));
-  snprintf(out, n, "%s", v ? v : "-");
+  cli_escape(out, n, v ? v : "-");
 }
 
-/* how the CLI prints JSON: one line, the program's order, times to the microsecond */
-#define DUMP_FLAGS (JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))
+/* a reply line of the program, escaped for printing */
+static const char *safe(const char *reply) {
+  static char buf[4 * REPLY_MAX];
+  return cli_escape(buf, sizeof buf, reply);
+}
+
+/* how the CLI prints JSON: one line, the program's order, times to the
+   microsecond; all ASCII (control characters and everything past U+007F as
+   \uXXXX), so that even a terminal shown the JSON gets no control */
+#define DUMP_FLAGS \
+  (JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15) | JSON_ENSURE_ASCII)
 
 /* The status object of an `ok {json}` reply; NULL with why. Jansson refuses
    what is not JSON (NaN, 1e999, bad UTF-8, trailing bytes) and duplicate
    keys, which readers would take differently. */
 static json_t *parse_status(const char *reply, char *why, size_t n) {
   if (strncmp(reply, "ok {", 4)) {
-    snprintf(why, n, "the program answered: %s", reply);
+    snprintf(why, n, "the program answered: %s", safe(reply));
     return NULL;
   }
   json_error_t err;
   json_t *st = json_loads(reply + 3, JSON_REJECT_DUPLICATES, &err);
-  if (!st) snprintf(why, n, "the program's status is not valid JSON (%s at byte %d)", err.text,
-                    err.position);
+  char text[4 * sizeof err.text]; /* Jansson quotes the bytes it stopped at */
+  if (!st) snprintf(why, n, "the program's status is not valid JSON (%s at byte %d)",
+                    cli_escape(text, sizeof text, err.text), err.position);
   return st;
 }
 
@@ -554,8 +583,9 @@ static void print_migration(const json_t *mig) {
   json_object_foreach((json_t *)ms, name, v) {
     if (len >= sizeof times) break;
     double t = json_is_number(v) ? json_number_value(v) : 0;
-    len += (size_t)snprintf(times + len, sizeof times - len, "%s%.31s %.1f", i++ ? ", " : "",
-                            name, clamp(t, 0, MS_MAX));
+    char shown_name[32];
+    len += (size_t)snprintf(times + len, sizeof times - len, "%s%s %.1f", i++ ? ", " : "",
+                            cli_escape(shown_name, sizeof shown_name, name), clamp(t, 0, MS_MAX));
   }
   if (!strcmp(state, "running")) {
     if (memsync_progress(mig, progress, sizeof progress) < 0)
@@ -762,10 +792,11 @@ static int cmd_prepare_cancel(int argc, char **argv, int cancel) {
   if (!rc) rc = ctl_read(fd, reply_buf, sizeof reply_buf, -1);
   close(fd);
   if (!rc && !strncmp(reply_buf, "ok ", 3)) {
-    printf("%s\n", reply_buf + 3);
+    printf("%s\n", safe(reply_buf + 3));
     return 0;
   }
-  fprintf(stderr, "ferry migrate: %s\n", !strncmp(reply_buf, "error ", 6) ? reply_buf + 6 : reply_buf);
+  fprintf(stderr, "ferry migrate: %s\n",
+          safe(!strncmp(reply_buf, "error ", 6) ? reply_buf + 6 : reply_buf));
   return 1;
 }
 
@@ -843,11 +874,11 @@ static int cmd_migrate(int argc, char **argv) {
     return 1;
   }
   if (!strncmp(reply_buf, "ok ", 3)) {
-    printf("%s\n", reply_buf + 3);
+    printf("%s\n", safe(reply_buf + 3));
     return 0;
   }
   fprintf(stderr, "ferry migrate: %s\n",
-          !strncmp(reply_buf, "error ", 6) ? reply_buf + 6 : reply_buf);
+          safe(!strncmp(reply_buf, "error ", 6) ? reply_buf + 6 : reply_buf));
   return 1;
 }
 

@@ -323,6 +323,13 @@ static int read_step(struct http *h) {
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
     if (r <= 0) return -1; /* gone before its request was complete */
+    /* a NUL hides the rest from the string functions below (the end of the
+       headers too, which left the client waiting for the deadline) */
+    if (memchr(h->req + h->got, '\0', (size_t)r)) {
+      static const char why[] = "bad request: a NUL byte\n";
+      respond(h, "400 Bad Request", why, sizeof why - 1);
+      return 0;
+    }
     h->got += (size_t)r;
     h->req[h->got] = '\0';
     if (strstr(h->req, "\r\n\r\n") || strstr(h->req, "\n\n")) break;

@@ -473,7 +473,10 @@ static void disarm_handshake(void) {
   signal(SIGALRM, SIG_DFL);
 }
 
-/* compares in time independent of where the strings differ */
+/* compares in time independent of where the strings differ, over all of
+   the secret: expected holds no NUL (server_read_token refuses one), so its
+   strlen is its whole length; a given token that ends early (a NUL on the
+   wire) or goes on differs in length */
 static int token_matches(const char *given, const char *expected) {
   if (!given) return 0;
   size_t n = strlen(expected), m = strlen(given);

@@ -33,6 +33,14 @@ const char *server_read_token(const char *path) {
   size_t n = fread(token, 1, sizeof token - 1, f);
   fclose(f);
   token[n] = '\0';
+  /* the token is compared as a C string: only the bytes before a NUL would
+     count (a leading one makes the empty token authenticate) */
+  const char *nul = memchr(token, '\0', n);
+  if (nul) {
+    ferry_log("--token-file %s: the token has a NUL byte at offset %zu; a token is text "
+              "(e.g. `head -c 24 /dev/urandom | base64`)", path, (size_t)(nul - token));
+    return NULL;
+  }
   while (n && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' ')) token[--n] = '\0';
   if (n < TOKEN_MIN || n > TOKEN_MAX) {
     ferry_log("--token-file %s: the token must be %d to %d characters (e.g. `head -c 24 "

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/setting.h"
+
 struct sim_state sim = {.lock = PTHREAD_MUTEX_INITIALIZER};
 static _Thread_local struct sim_dev *current_ctx;
 
@@ -169,9 +171,8 @@ static int gpu_count_from_env(void) {
   const char *e = getenv("FERRY_SIM_GPUS");
   if (!e || !*e)
     return 1;
-  char *end;
-  long n = strtol(e, &end, 10);
-  if (*end || n < 1 || n > SIM_MAX_GPUS) {
+  uint64_t n;
+  if (ferry_parse_uint(e, 1, SIM_MAX_GPUS, &n)) {
     fprintf(stderr, "ferry sim: FERRY_SIM_GPUS=%s is not in 1..%d; simulating 1 GPU\n", e,
             SIM_MAX_GPUS);
     return 1;

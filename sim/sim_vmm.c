@@ -18,6 +18,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/setting.h"
+
 /* ---- tracked ranges ---- */
 
 /* index of the last range starting at or below addr, or -1 */
@@ -562,9 +564,11 @@ CUresult sim_MemHostUnregister(void *p) {
 uint64_t sim_total_mem(void) {
   static uint64_t total;
   if (!total) {
-    const char *e = getenv("FERRY_SIM_TOTAL_MEM");
-    unsigned long long v = e && *e ? strtoull(e, NULL, 0) : 0;
-    total = v ? v : 80ull << 30;
+    uint64_t v;
+    total = ferry_env_uint("FERRY_SIM_TOTAL_MEM", 1u << 20, 1ull << 50, &v,
+                           "bytes from 1048576 to 1125899906842624", "85899345920")
+                ? v
+                : 80ull << 30;
   }
   return total;
 }

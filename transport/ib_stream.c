@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/setting.h"
 
 #define RECV_TAG (1ull << 63)
 
@@ -205,13 +206,8 @@ static inline void relax(void) {
 
 uint64_t ib_spin_ns(const char *text) {
   if (!text || !*text) return IB_SPIN_US_DEFAULT * 1000ull;
-  char *end;
-  int saved = errno;
-  errno = 0;
-  unsigned long long us = strtoull(text, &end, 10);
-  int bad = errno || end == text || *end || text[0] == '-';
-  errno = saved;
-  if (bad) {
+  uint64_t us;
+  if (ferry_parse_uint(text, 0, UINT64_MAX, &us)) {
     ferry_log("FERRY_IB_SPIN_US=%s is not a number of microseconds; using %u", text,
               IB_SPIN_US_DEFAULT);
     return IB_SPIN_US_DEFAULT * 1000ull;

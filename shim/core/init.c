@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/setting.h"
 #include "shim/core/props.h"
 #include "shim/core/hooks.h"
 #include "shim/core/host.h"
@@ -153,14 +154,30 @@ const char *ferry_client_token(void) {
   size_t n = fread(token, 1, sizeof token - 1, f);
   fclose(f);
   token[n] = '\0';
+  /* sent as a C string, it would end at a NUL: refused, as the server does */
+  const char *nul = memchr(token, '\0', n);
+  if (nul) {
+    ferry_log("FERRY_TOKEN_FILE %s: the token has a NUL byte at offset %zu; a token is text "
+              "(e.g. `head -c 24 /dev/urandom | base64`), none is sent", path,
+              (size_t)(nul - token));
+    token[0] = '\0';
+    return NULL;
+  }
   while (n && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' ')) token[--n] = '\0';
   return token[0] ? token : NULL;
 }
 
+/* FERRY_CONNECT_TIMEOUT: seconds; a positive value under 1 ms is 1 ms */
+static int connect_timeout_ms = 10000;
+static pthread_once_t connect_timeout_once = PTHREAD_ONCE_INIT;
+static void read_connect_timeout(void) {
+  ferry_env_ms("FERRY_CONNECT_TIMEOUT", 86400, 0, &connect_timeout_ms,
+               "seconds above 0, at most 86400", "10");
+}
+
 int ferry_connect_timeout_ms(void) {
-  const char *t = getenv("FERRY_CONNECT_TIMEOUT");
-  double s = t && *t ? atof(t) : 10.0;
-  return s > 0 ? (int)(s * 1000) : 10000;
+  pthread_once(&connect_timeout_once, read_connect_timeout);
+  return connect_timeout_ms;
 }
 
 /* the device facts a server's or a helper's hello brought */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/setting.h"
 #include "shim/core/link.h"
 #include "shim/core/local.h"
 #include "shim/core/query_cache.h"
@@ -44,9 +45,9 @@ static int lost(struct ferry_link *l, const char *what) {
   if (!l->dead) {
     __atomic_store_n(&l->dead, 1, __ATOMIC_RELAXED);
     if (errno == ETIMEDOUT)
-      ferry_log("lost connection to %s (device %d) while %s: nothing came from it for %d s, "
+      ferry_log("lost connection to %s (device %d) while %s: nothing came from it for %g s, "
                 "not even a sign that the call still runs (FERRY_CALL_TIMEOUT)", l->name,
-                l->vgpu, what, ferry_call_timeout_ms() / 1000);
+                l->vgpu, what, ferry_call_timeout_ms() / 1000.0);
     else
       ferry_log("lost connection to %s (device %d) while %s: %s", l->name, l->vgpu, what,
                 errno ? strerror(errno) : "protocol error");
@@ -54,19 +55,18 @@ static int lost(struct ferry_link *l, const char *what) {
   return cudaErrorDevicesUnavailable;
 }
 
+/* FERRY_CALL_TIMEOUT: seconds, 0 waits for ever; a positive value under
+   1 ms is 1 ms (not 0) */
+static int call_timeout_ms = 60000;
+static pthread_once_t call_timeout_once = PTHREAD_ONCE_INIT;
+static void read_call_timeout(void) {
+  ferry_env_ms("FERRY_CALL_TIMEOUT", 86400, 1, &call_timeout_ms,
+               "seconds from 0 (wait for ever) to 86400", "60");
+}
+
 int ferry_call_timeout_ms(void) {
-  static int ms = -1;
-  if (ms < 0) {
-    const char *e = getenv("FERRY_CALL_TIMEOUT");
-    char *end = NULL;
-    double sec = e && *e ? strtod(e, &end) : 60;
-    if (e && *e && (*end || sec < 0 || sec > 86400)) {
-      ferry_log("FERRY_CALL_TIMEOUT=%s ignored: expected seconds from 0 (never) to 86400", e);
-      sec = 60;
-    }
-    ms = (int)(sec * 1000);
-  }
-  return ms;
+  pthread_once(&call_timeout_once, read_call_timeout);
+  return call_timeout_ms;
 }
 
 void ferry_link_watch(struct ferry_link *l) {
@@ -457,7 +457,8 @@ int ferry_link_hello(struct ferry_link *l, uint32_t gpu, uint64_t arena_base,
                                .arena_size = FERRY_ARENA_STRIDE,
                                .client_pid = (uint32_t)getpid(),
                                .token = ferry_client_token(),
-                               .keepalive_ms = (uint32_t)(ferry_call_timeout_ms() / 4)};
+                               /* rounded up: a timeout of 1 to 3 ms still asks for them */
+                               .keepalive_ms = (uint32_t)((ferry_call_timeout_ms() + 3) / 4)};
   ferry_link_watch(l);
   int rc = ferry_link_call(l, FERRY_CALL_hello, &a, r, NULL);
   if (rc) {

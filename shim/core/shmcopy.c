@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/setting.h"
 #include "shim/core/host.h"
 #include "shim/core/link.h"
 #include "shim/core/thread.h"
@@ -64,15 +65,11 @@ static void team_start(void) {
   cpu_set_t set;
   int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
   unsigned want = cpus >= 8 ? PAR_MAX - 1 : cpus >= 4 ? 1 : 0;
-  const char *e = getenv("FERRY_COPY_THREADS");
-  if (e && *e) {
-    char *end;
-    long v = strtol(e, &end, 10);
-    if (*end || v < 0 || v > PAR_MAX - 1)
-      ferry_log("FERRY_COPY_THREADS=%s ignored: expected 0 to %d", e, PAR_MAX - 1);
-    else
-      want = (unsigned)v;
-  }
+  char range[32], fallback[48];
+  snprintf(range, sizeof range, "0 to %d", PAR_MAX - 1);
+  snprintf(fallback, sizeof fallback, "%u (by the CPUs)", want);
+  uint64_t v;
+  if (ferry_env_uint("FERRY_COPY_THREADS", 0, PAR_MAX - 1, &v, range, fallback)) want = (unsigned)v;
   for (unsigned i = 1; i <= want; i++)
     if (ferry_start_thread(copy_worker, (void *)(uintptr_t)i) == 0) team.workers = i;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/setting.h"
 #include "shim/migrate/migrate_int.h"
 #include "transport/reader.h"
 
@@ -92,13 +93,10 @@ int mig_open_local(struct mig *m) {
 uint64_t mig_buffer_max(void) {
   static uint64_t max;
   if (!max) {
-    const char *e = getenv("FERRY_MEMSYNC_BUFFER");
-    char *end = NULL;
-    unsigned long long v = e && *e ? strtoull(e, &end, 0) : 0;
-    if (e && *e && (*end || v < (1u << 20) || v > (256u << 20))) {
-      ferry_log("FERRY_MEMSYNC_BUFFER=%s ignored: expected bytes from 1048576 to 268435456", e);
+    uint64_t v = 0;
+    if (!ferry_env_uint("FERRY_MEMSYNC_BUFFER", 1u << 20, 256u << 20, &v,
+                        "bytes from 1048576 to 268435456", "4194304"))
       v = 0;
-    }
     max = v ? v / 4096 * 4096 : MEMSYNC_MAX_BUFFER;
   }
   return max;

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "common/setting.h"
 #include "shim/migrate/migrate_int.h"
 #include "replay/memsync.h"
 #include "replay/replay.h"
@@ -27,10 +28,21 @@ int mig_precopy_enabled(void) {
   return !e || strcmp(e, "0");
 }
 
-uint64_t mig_hash_chunk(void) {
+/* (up to 1 GiB: "-8" once read as 2^64 - 8 overflowed the piece count) */
+static uint64_t hash_chunk = 1u << 20;
+static pthread_once_t hash_chunk_once = PTHREAD_ONCE_INIT;
+static void read_hash_chunk(void) {
   const char *e = getenv("FERRY_PRECOPY_CHUNK");
-  unsigned long long c = e ? strtoull(e, NULL, 0) : 0;
-  return c && c % 8 == 0 ? c : 1u << 20;
+  uint64_t c;
+  if (!e || !*e) return;
+  if (!ferry_parse_uint(e, 8, 1u << 30, &c) && c % 8 == 0) hash_chunk = c;
+  else ferry_setting_refused("FERRY_PRECOPY_CHUNK", e, "bytes, a multiple of 8 from 8 to 1073741824",
+                             "1048576");
+}
+
+uint64_t mig_hash_chunk(void) {
+  pthread_once(&hash_chunk_once, read_hash_chunk);
+  return hash_chunk;
 }
 
 /* mem-sync's source that answers each request with one call where the

@@ -155,6 +155,19 @@ token)
   fi
   expect_in refused.log "chmod 600"
   chmod 600 "$work/token"
+  # a NUL byte ends a C string: only the bytes before it would count (a
+  # leading one made the empty token authenticate), so such files are refused
+  # (timeout: a server that accepts one would serve for ever)
+  for t in '\000ferry-e2e-token-0123456789abcdef' 'ferry-e2e-token-0123456789abcdef\000tail'; do
+    printf "$t\\n" >"$work/nul"
+    chmod 600 "$work/nul"
+    timeout 10 "$bin/ferry-server" --listen tcp://127.0.0.1:0 --backend sim --token-file "$work/nul" \
+      2>"$work/nul.log"
+    rc=$?
+    [ "$rc" = 2 ] || fail "ferry-server exited $rc with a token file holding a NUL byte, expected 2"
+    expect_in nul.log "^ferry-server: --token-file $work/nul: the token has a NUL byte at offset "
+    [ "$(wc -l <"$work/nul.log")" = 1 ] || fail "more than one line about the NUL byte"
+  done
   start_sim_server --token-file "$work/token"
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
   rc=$(run vecadd vecadd 1000 1)
@@ -164,6 +177,17 @@ token)
   rc=$(FERRY_TOKEN_FILE=$work/bad run vecadd vecadd 1000 1)
   [ "$rc" != 0 ] || fail "vecadd ran with a wrong token"
   expect_in vecadd.err "authentication failed: wrong token"
+  # a prefix of the secret is not the secret
+  printf 'ferry-e2e-token-0123456789abcde\n' >"$work/prefix"
+  rc=$(FERRY_TOKEN_FILE=$work/prefix run vecadd vecadd 1000 1)
+  [ "$rc" != 0 ] || fail "vecadd ran with a prefix of the token"
+  expect_in vecadd.err "authentication failed: wrong token"
+  # the client refuses a token file with a NUL byte too, rather than send
+  # what comes before it (here, the whole right token)
+  printf 'ferry-e2e-token-0123456789abcdef\000junk\n' >"$work/nul"
+  rc=$(FERRY_TOKEN_FILE=$work/nul run vecadd vecadd 1000 1)
+  [ "$rc" != 0 ] || fail "vecadd ran with a token file holding a NUL byte"
+  expect_in vecadd.err "^ferry: FERRY_TOKEN_FILE $work/nul: the token has a NUL byte at offset 32;"
   rc=$(FERRY_TOKEN_FILE=$work/token run vecadd vecadd 1000 1)
   [ "$rc" = 0 ] || fail "vecadd with the token exited $rc"
   expect_in vecadd.out "PASSED"
@@ -233,6 +257,13 @@ metrics)
   expect_in bad.txt '^HTTP/1.0 400 Bad Request'
   head -c 10000 /dev/zero | tr '\0' a | curl -s -m 5 "telnet://127.0.0.1:$mport" >"$work/big.txt" 2>&1
   expect_in big.txt '^HTTP/1.0 400 Bad Request'
+  # a NUL byte (which hid the end of the headers from the server) is a bad
+  # request at once, not a silence until the 5 s deadline
+  t0=$(date +%s%N)
+  printf 'GET /metrics\000 HTTP/1.1\r\n\r\n' | curl -s -m 10 "telnet://127.0.0.1:$mport" >"$work/nul.txt" 2>&1
+  dt=$((($(date +%s%N) - t0) / 1000000))
+  expect_in nul.txt '^HTTP/1.0 400 Bad Request'
+  [ "$dt" -lt 2500 ] || fail "the request with a NUL byte was answered after $dt ms"
   [ "$(scrape m.txt)" = 200 ] || fail "GET /metrics failed after bad requests"
   wait "$bg_pid"
   rc=$?

@@ -410,10 +410,16 @@ from_process)
   passed close "$rc"
   [ "$(grep -c "now runs on" "$work/close.err")" = 2 ] || fail "expected two moves, one right after the other"
   expect_not_in close.err "migration of device .* failed"
-  # a buffer size out of range: one line, the default used
-  rc=$(FERRY_MEMSYNC_BUFFER=4k FERRY_MIGRATE_AT="0:0:launch=20" run badbuf migrate_iter 10)
+  # a buffer size out of range: one line, the default used; the same for
+  # the other numeric settings of a move (-8 was read as 2^64 - 8, 80G as 0)
+  rc=$(FERRY_MEMSYNC_BUFFER=4k FERRY_PRECOPY_CHUNK=-8 FERRY_SIM_TOTAL_MEM=80G \
+    FERRY_MIGRATE_AT="0:0:launch=20" run badbuf migrate_iter 10)
   passed badbuf "$rc"
   [ "$(grep -c "FERRY_MEMSYNC_BUFFER=4k ignored" "$work/badbuf.err")" = 1 ] || fail "a bad FERRY_MEMSYNC_BUFFER is not said once"
+  [ "$(grep -c "^ferry: FERRY_PRECOPY_CHUNK=-8 ignored: expected bytes, a multiple of 8 from 8 to 1073741824; using 1048576$" "$work/badbuf.err")" = 1 ] ||
+    fail "a bad FERRY_PRECOPY_CHUNK is not said once"
+  [ "$(grep -c "^ferry: FERRY_SIM_TOTAL_MEM=80G ignored: expected bytes from 1048576 to 1125899906842624; using 85899345920$" "$work/badbuf.err")" = 1 ] ||
+    fail "a bad FERRY_SIM_TOTAL_MEM is not said once"
   expect_in badbuf.err "now runs on local GPU 0"
   # the way back copies ahead too: what kernels change after that copy,
   # or what goes wrong on the target, is found by hash and copied again

@@ -3,7 +3,9 @@
 # keeps its connection alive through the server's keepalives and succeeds;
 # a server that stops answering (SIGSTOP: its sockets stay open, nothing
 # comes) fails the program's calls after the timeout with one clear line,
-# instead of hanging it for ever; the same through a ferry-mhelper.
+# instead of hanging it for ever; the same through a ferry-mhelper. Bad
+# FERRY_CALL_TIMEOUT and FERRY_CONNECT_TIMEOUT values are refused in one
+# line, and a sub-millisecond timeout is 1 ms, not "wait for ever".
 # usage: timeout.sh BUILD_DIR CASE
 set -u
 build=$(cd "$1" && pwd)
@@ -60,6 +62,43 @@ silent_server)
   n=$(grep -c "nothing came from it for 2 s" "$work/run.err")
   [ "$n" = 1 ] || fail "$n lines about the silent server, expected 1"
   expect_in run.out "CUDA error cudaErrorDevicesUnavailable"
+  ;;
+bad_values)
+  # FERRY_CALL_TIMEOUT and FERRY_CONNECT_TIMEOUT: a value that is not all
+  # a finite number in range is refused in one line naming the variable,
+  # the value and the range, and the default is used (nan passed the range
+  # check and waited for ever; garbage was read as 0)
+  start_sim_server
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+  for v in nan inf 1e999 -1 86401 5s 0x10 ' 5' ''; do
+    rc=$(FERRY_CALL_TIMEOUT=$v run bad vecadd 1000 1)
+    [ "$rc" = 0 ] || fail "vecadd with FERRY_CALL_TIMEOUT='$v' exited $rc"
+    n=$(grep -c "FERRY_CALL_TIMEOUT" "$work/bad.err")
+    if [ -z "$v" ]; then [ "$n" = 0 ] || fail "an empty FERRY_CALL_TIMEOUT is not unset"; continue; fi
+    [ "$n" = 1 ] || fail "$n lines about FERRY_CALL_TIMEOUT='$v', expected 1"
+    grep -qxF "ferry: FERRY_CALL_TIMEOUT=$v ignored: expected seconds from 0 (wait for ever) to 86400; using 60" \
+      "$work/bad.err" || fail "FERRY_CALL_TIMEOUT='$v': $(cat "$work/bad.err")"
+  done
+  for v in garbage nan 0 -2 1e6 10x; do
+    rc=$(FERRY_CONNECT_TIMEOUT=$v run bad vecadd 1000 1)
+    [ "$rc" = 0 ] || fail "vecadd with FERRY_CONNECT_TIMEOUT='$v' exited $rc"
+    n=$(grep -c "FERRY_CONNECT_TIMEOUT" "$work/bad.err")
+    [ "$n" = 1 ] || fail "$n lines about FERRY_CONNECT_TIMEOUT='$v', expected 1"
+    grep -qxF "ferry: FERRY_CONNECT_TIMEOUT=$v ignored: expected seconds above 0, at most 86400; using 10" \
+      "$work/bad.err" || fail "FERRY_CONNECT_TIMEOUT='$v': $(cat "$work/bad.err")"
+  done
+  # 0.0001 s is not 0 ms (wait for ever) but 1 ms: a server that says
+  # nothing is given up on
+  stopped=$server_pid
+  kill -STOP $stopped
+  FERRY_CALL_TIMEOUT=0.0001 app timeout 30 "$bin/ferry" run -- "$apps/vecadd" 1000 1 \
+    >"$work/tiny.out" 2>"$work/tiny.err"
+  rc=$?
+  resume
+  [ "$rc" != 124 ] || fail "FERRY_CALL_TIMEOUT=0.0001 waited for ever"
+  [ "$rc" != 0 ] || fail "vecadd ran on a stopped server"
+  expect_in tiny.err "nothing came from it for 0.001 s"
+  expect_not_in tiny.err "FERRY_CALL_TIMEOUT=0.0001 ignored"
   ;;
 *)
   fail "unknown case"

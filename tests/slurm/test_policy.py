@@ -194,5 +194,23 @@ class Run(unittest.TestCase):
             hook.run(self.conf, "epilog", "0", False, self.lines.append)
 
 
+class Logging(unittest.TestCase):
+    def test_program_text_is_inert(self):
+        # a program's `where` reaches the log: no escape sequence survives
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "hook.log")
+            log = hook.Log(path)
+            saved, sys.stderr = sys.stderr, open(os.devnull, "w")
+            try:
+                log("picks pid 1 (\x1b]0;owned\x07caf\u00e9 \u202e\x9b1m \\x1b)")
+            finally:
+                sys.stderr.close()
+                sys.stderr = saved
+            with open(path) as f:
+                text = f.read()
+        self.assertIn("picks pid 1 (\\x1b]0;owned\\x07caf\u00e9 \\u202e\\x9b1m \\x1b)\n", text)
+        self.assertFalse(any(not c.isprintable() for c in text.rstrip("\n")))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -29,3 +29,7 @@ ferry_unit_test(test_image ${CMAKE_SOURCE_DIR}/tests/unit/test_image.c)
 target_link_libraries(test_image PRIVATE ferry_common)
 target_compile_definitions(test_image PRIVATE IMAGE_DIR="${FERRY_TEST_IMAGE_DIR}")
 add_dependencies(test_image ferry_test_images)
+
+# the strict parser of numeric settings (FERRY_* variables)
+ferry_unit_test(test_setting ${CMAKE_SOURCE_DIR}/tests/unit/test_setting.c)
+target_link_libraries(test_setting PRIVATE ferry_common)

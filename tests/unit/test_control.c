@@ -940,6 +940,56 @@ static struct cli_result *cli(const char *a1, const char *a2, const char *a3, co
   return &res;
 }
 
+static long mono_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000L + t.tv_nsec / 1000000;
+}
+
+/* the CLI, started and not waited for (cli_finish collects it) */
+static struct proc cli_start(const char *a1, const char *a2, const char *a3, const char *a4,
+                             const char *a5) {
+  char *argv[] = {cli_path, (char *)a1, (char *)a2, (char *)a3, (char *)a4, (char *)a5, NULL};
+  struct proc p = spawn(argv, child_env(NULL));
+  close(p.in);
+  return p;
+}
+
+/* the result of a CLI that cli_start started, which must end by `deadline`
+   (mono_ms); one that has not is killed and the test fails */
+static void cli_finish(struct proc *p, struct cli_result *res, long deadline, const char *what) {
+  int fds[2] = {p->out, p->err};
+  char *buf[2] = {res->out, res->err};
+  size_t cap[2] = {sizeof res->out, sizeof res->err}, have[2] = {0, 0};
+  while (fds[0] >= 0 || fds[1] >= 0) {
+    struct pollfd pf[2] = {{.fd = fds[0], .events = POLLIN}, {.fd = fds[1], .events = POLLIN}};
+    long left = deadline - mono_ms();
+    int r = left > 0 ? poll(pf, 2, (int)left) : 0;
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      kill(p->pid, SIGKILL);
+      waitpid(p->pid, NULL, 0);
+      fail_msg("%s: still running at its deadline", what);
+    }
+    for (int i = 0; i < 2; i++) {
+      if (fds[i] < 0 || !pf[i].revents) continue;
+      ssize_t got = read(fds[i], buf[i] + have[i], cap[i] - 1 - have[i]);
+      if (got > 0) {
+        have[i] += (size_t)got;
+      } else {
+        close(fds[i]);
+        fds[i] = -1;
+      }
+    }
+  }
+  res->out[have[0]] = '\0';
+  res->err[have[1]] = '\0';
+  int status;
+  assert_int_equal(waitpid(p->pid, &status, 0), p->pid);
+  assert_true(WIFEXITED(status));
+  res->rc = WEXITSTATUS(status);
+}
+
 static void test_cli_ls(void **state) {
   (void)state;
   struct proc c = spawn_child(NULL);
@@ -1307,6 +1357,9 @@ static struct fake fakes[4]; /* running, for fakes_teardown */
 static int nfakes;
 static char leftover[256]; /* a file a test made, for fakes_teardown */
 
+/* a status_reply that is never finished: a byte every 100 ms, for ever */
+static const char trickle[] = "trickle";
+
 static void fake_serve(int c, const char *status_reply, const char *migrate_reply) {
   char line[512];
   size_t have = 0;
@@ -1320,7 +1373,12 @@ static void fake_serve(int c, const char *status_reply, const char *migrate_repl
     line[have] = '\0';
     have = 0;
     const char *reply = "error unknown";
-    if (!strcmp(line, "status")) {
+    if (!strcmp(line, "status") && status_reply == trickle) {
+      for (;;) { /* until the CLI hangs up */
+        if (write(c, "o", 1) != 1) _exit(0);
+        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+      }
+    } else if (!strcmp(line, "status")) {
       reply = status_reply;
     } else if (!strncmp(line, "migrate ", 8)) {
       nanosleep(&(struct timespec){0, 600 * 1000 * 1000}, NULL);
@@ -1641,6 +1699,117 @@ static void test_cli_not_json(void **state) {
   }
 }
 
+/* A program that trickles its status reply, a byte every 100 ms, holds
+   none of status, ls and migrate's progress beyond one deadline per reply
+   (the CLI's 5 s; 3x that leaves room for a loaded machine) */
+#define CLI_REPLY_MS 5000
+
+static void test_cli_trickle(void **state) {
+  (void)state;
+  struct fake f = fake_start(dir, NULL, 0, (uid_t)-1, trickle, "ok moved");
+  char pid[32], want[300];
+  snprintf(pid, sizeof pid, "%d", (int)f.pid);
+  static struct cli_result res[3];
+  static const char *const what[3] = {"ferry status", "ferry ls", "ferry migrate"};
+  long t0 = mono_ms();
+  struct proc p[3] = {cli_start("status", "--pid", pid, NULL, NULL),
+                      cli_start("ls", NULL, NULL, NULL, NULL),
+                      cli_start("migrate", "--pid", pid, "0", "1")};
+  long took[3];
+  for (int i = 0; i < 3; i++) {
+    cli_finish(&p[i], &res[i], t0 + 3 * CLI_REPLY_MS, what[i]);
+    took[i] = mono_ms() - t0;
+  }
+  assert_true(took[0] >= CLI_REPLY_MS); /* the deadline, not a shorter one */
+  if (res[0].rc != 1 || res[0].out[0] ||
+      !strstr(res[0].err, "ferry status: the program's reply was not complete within 5000 ms"))
+    fail_msg("status: rc %d, out '%s', err '%s'", res[0].rc, res[0].out, res[0].err);
+  snprintf(want, sizeof want, "ferry ls: %s: the program's reply was not complete within 5000 ms",
+           f.path);
+  if (res[1].rc != 0 || !strstr(res[1].err, want))
+    fail_msg("ls: rc %d, err '%s'", res[1].rc, res[1].err);
+  /* migrate's progress polls give up on the status; the migration's own
+     reply (after 600 ms) is still read */
+  if (res[2].rc != 0 || strcmp(res[2].out, "moved\n"))
+    fail_msg("migrate: rc %d, out '%s', err '%s'", res[2].rc, res[2].out, res[2].err);
+  fake_stop(&f);
+}
+
+/* Text from a program (names, errors, URLs, where, phase names, raw
+   replies, and what Jansson quotes of a bad one) reaches the terminal with
+   its control characters escaped as \xNN, backslashes doubled: a program
+   cannot write escape sequences into its caller's terminal. Printable UTF-8
+   stays as it is; C1 controls, bidirectional overrides and bytes that are
+   not UTF-8 are escaped too. --json stays JSON, all ASCII. */
+static const char *const escape_status =
+    "ok {\"pid\":1,\"vgpus\":[{\"index\":0,\"backend\":\"re\\u001b[2Jmote\","
+    "\"where\":\"\\u001b]0;owned\\u0007caf\\u00e9\\\\\\u009b1m\\u202e\\u007f\","
+    "\"prepared\":\"\\u001b[5m\",\"migration\":{\"state\":\"failed\",\"phase\":\"replay\\u001b\","
+    "\"error\":\"bad\\r\\u001b[1Kthing\",\"phase_ms\":{\"ho\\u001bld\":1},\"total_ms\":2}}]}";
+static const char *const where_shown = "\\x1b]0;owned\\x07caf\xc3\xa9\\\\\\xc2\\x9b1m"
+                                       "\\xe2\\x80\\xae\\x7f";
+
+/* no byte of s may act on a terminal */
+static void assert_inert(const char *s, const char *what) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    if ((*p < 0x20 && *p != '\n') || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] < 0xa0) ||
+        (p[0] == 0xe2 && p[1] == 0x80 && p[2] == 0xae))
+      fail_msg("%s: a control character at byte %zu: %s", what, (size_t)(p - (const unsigned char *)s), s);
+}
+
+static void test_cli_escapes(void **state) {
+  (void)state;
+  struct fake f = fake_start(dir, NULL, 0, (uid_t)-1, escape_status, "ok \x1b]0;x\x07moved");
+  char pid[32], want[512];
+  snprintf(pid, sizeof pid, "%d", (int)f.pid);
+  struct cli_result *r = cli("status", "--pid", pid, NULL, NULL, NULL);
+  if (r->rc) fail_msg("rc %d: %s", r->rc, r->err);
+  assert_inert(r->out, "status");
+  snprintf(want, sizeof want, "vGPU 0  re\\x1b[2Jmote  %s\n", where_shown);
+  if (!strstr(r->out, want)) fail_msg("no '%s' in:\n%s", want, r->out);
+  assert_non_null(strstr(r->out, "  prepared: \\x1b[5m\n"));
+  assert_non_null(strstr(r->out, "  migration: failed in replay\\x1b after 2.0 ms: bad\\x0d\\x1b[1Kthing\n"));
+  assert_non_null(strstr(r->out, "phases: ho\\x1bld 1.0 ms"));
+  r = cli("status", "--pid", pid, "--json", NULL, NULL);
+  assert_int_equal(r->rc, 0);
+  for (const char *p = r->out; *p; p++) /* JSON, all ASCII (DEL, which JSON allows raw, aside) */
+    if (((unsigned char)*p < 0x20 && *p != '\n') || (unsigned char)*p > 0x7f) fail_msg("--json: %s", r->out);
+  json_t *st = parsed(r->out);
+  assert_string_equal(jget_str(json_array_get(json_object_get(st, "vgpus"), 0), "where"),
+                      "\x1b]0;owned\x07""caf\xc3\xa9\\\xc2\x9b""1m\xe2\x80\xae\x7f");
+  r = cli("ls", NULL, NULL, NULL, NULL, NULL);
+  assert_int_equal(r->rc, 0);
+  assert_inert(r->out, "ls");
+  snprintf(want, sizeof want, "%-8d %-5s %-8s %-40s %s\n", (int)f.pid, "0", "re\\x1b[2Jmote", where_shown,
+           f.path);
+  if (!strstr(r->out, want)) fail_msg("no row '%s' in:\n%s", want, r->out);
+  r = cli("migrate", "--pid", pid, "0", "1", NULL);
+  assert_int_equal(r->rc, 0);
+  assert_string_equal(r->out, "\\x1b]0;x\\x07moved\n");
+  fake_stop(&f);
+
+  /* replies that are not a status, errors, and what Jansson quotes */
+  static const char *const bad[][3] = {
+      {"nonsense \x1b[2J\x9b", "error \x1b[2Jboom", "the program answered: nonsense \\x1b[2J\\x9b"},
+      {"ok {\x1b[2J}", "\x1b[2J", "not valid JSON"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    f = fake_start(dir, NULL, 0, (uid_t)-1, bad[i][0], bad[i][1]);
+    snprintf(pid, sizeof pid, "%d", (int)f.pid);
+    r = cli("status", "--pid", pid, NULL, NULL, NULL);
+    assert_int_equal(r->rc, 1);
+    assert_inert(r->err, "status's error");
+    if (!strstr(r->err, bad[i][2])) fail_msg("case %zu: no '%s' in '%s'", i, bad[i][2], r->err);
+    r = cli("ls", NULL, NULL, NULL, NULL, NULL);
+    assert_inert(r->err, "ls's error");
+    r = cli("migrate", "--pid", pid, "0", "1", NULL);
+    assert_int_equal(r->rc, 1);
+    assert_inert(r->err, "migrate's error");
+    assert_non_null(strstr(r->err, i ? "ferry migrate: \\x1b[2J\n" : "ferry migrate: \\x1b[2Jboom\n"));
+    fake_stop(&f);
+  }
+}
+
 /* ---- this binary as the program under control ---- */
 
 /* LeakSanitizer's exit check cannot stop the world in a fork() child of a
@@ -1731,6 +1900,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_cli_other_uid, other_uid_setup, other_uid_teardown),
       cmocka_unit_test_teardown(test_cli_hostile_numbers, fakes_teardown),
       cmocka_unit_test_teardown(test_cli_not_json, fakes_teardown),
+      cmocka_unit_test_teardown(test_cli_trickle, fakes_teardown),
+      cmocka_unit_test_teardown(test_cli_escapes, fakes_teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

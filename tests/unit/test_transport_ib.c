@@ -505,6 +505,9 @@ static void test_spin_setting(void **state) {
   assert_int_equal(ib_spin_ns("abc"), IB_SPIN_US_DEFAULT * 1000ull);
   assert_int_equal(ib_spin_ns("12us"), IB_SPIN_US_DEFAULT * 1000ull);
   assert_int_equal(ib_spin_ns("-5"), IB_SPIN_US_DEFAULT * 1000ull);
+  assert_int_equal(ib_spin_ns(" 5"), IB_SPIN_US_DEFAULT * 1000ull); /* all of it a number */
+  assert_int_equal(ib_spin_ns("+5"), IB_SPIN_US_DEFAULT * 1000ull);
+  assert_int_equal(ib_spin_ns(" -5"), IB_SPIN_US_DEFAULT * 1000ull);
   assert_int_equal(ib_spin_ns("99999999999999"), IB_SPIN_US_MAX * 1000ull);
 }
 
