@@ -200,7 +200,7 @@ int ferry_connect_vgpu(struct ferry_vgpu *v) {
   ferry_reader_init(l->reader, l->conn);
   uint64_t base = ferry_arena_base(v->index);
   struct ferry_hello_rets r;
-  int rc = ferry_link_hello(l, (uint32_t)v->url.gpu, base, &r);
+  int rc = ferry_link_hello(l, (uint32_t)v->url.gpu, base, &r, ferry_connect_timeout_ms());
   if (rc) return rc == cudaErrorInvalidDevice ? rc : cudaErrorNoDevice;
   if ((rc = take_device(v, &r))) return rc;
   ferry_debug("device %d: %s at %s", v->index, v->name, v->url_text);

@@ -40,16 +40,32 @@ struct ferry_thread *ferry_thread(void) {
   return &thread_state;
 }
 
+/* the link is dead; why goes to l->lost, and to stderr unless the link is
+   quiet (a migration's target: the migration names it and says why) */
 static int lost(struct ferry_link *l, const char *what) {
+  int e = errno;
   if (!l->dead) {
     __atomic_store_n(&l->dead, 1, __ATOMIC_RELAXED);
-    if (errno == ETIMEDOUT)
-      ferry_log("lost connection to %s (device %d) while %s: nothing came from it for %d s, "
-                "not even a sign that the call still runs (FERRY_CALL_TIMEOUT)", l->name,
-                l->vgpu, what, ferry_call_timeout_ms() / 1000);
+    char reason[200];
+    if (e == ETIMEDOUT && l->hello_ms)
+      snprintf(reason, sizeof reason, "no answer to the hello within %g s (FERRY_CONNECT_TIMEOUT): "
+               "it accepted the connection, then said nothing", l->hello_ms / 1000.0);
+    else if (e == ETIMEDOUT)
+      snprintf(reason, sizeof reason, "nothing came from it for %d s, not even a sign that the "
+               "call still runs (FERRY_CALL_TIMEOUT)", ferry_call_timeout_ms() / 1000);
     else
-      ferry_log("lost connection to %s (device %d) while %s: %s", l->name, l->vgpu, what,
-                errno ? strerror(errno) : "protocol error");
+      snprintf(reason, sizeof reason, "%s", e ? strerror(e) : "protocol error");
+    if (e == ETIMEDOUT && l->hello_ms)
+      snprintf(l->lost, sizeof l->lost, "%s", reason);
+    else
+      snprintf(l->lost, sizeof l->lost, "%s while %s: %s",
+               l->hello_ms ? "the hello failed" : "lost the connection", what, reason);
+    if (l->quiet)
+      ;
+    else if (l->hello_ms)
+      ferry_log("device %d (%s): %s", l->vgpu, l->name, l->lost);
+    else
+      ferry_log("lost connection to %s (device %d) while %s: %s", l->name, l->vgpu, what, reason);
   }
   return cudaErrorDevicesUnavailable;
 }
@@ -447,7 +463,7 @@ int ferry_link_reply(struct ferry_link *l, unsigned call, void *rets,
 }
 
 int ferry_link_hello(struct ferry_link *l, uint32_t gpu, uint64_t arena_base,
-                     struct ferry_hello_rets *r) {
+                     struct ferry_hello_rets *r, int deadline_ms) {
   struct ferry_hello_args a = {.version = FERRY_PROTOCOL_VERSION,
                                .gpu = gpu,
                                .arena_base = arena_base,
@@ -455,7 +471,12 @@ int ferry_link_hello(struct ferry_link *l, uint32_t gpu, uint64_t arena_base,
                                .client_pid = (uint32_t)getpid(),
                                .token = ferry_client_token(),
                                .keepalive_ms = (uint32_t)(ferry_call_timeout_ms() / 4)};
-  ferry_link_watch(l);
+  /* a peer that accepts and never answers costs the deadline, not the
+     call timeout; the hello's reply comes before any keepalive */
+  const struct ferry_conn_ops *ops = l->conn->ops;
+  int timed = deadline_ms > 0 && ops->set_deadline && !ops->set_deadline(l->conn, deadline_ms);
+  if (timed) l->hello_ms = deadline_ms;
+  else ferry_link_watch(l);
   int rc = ferry_link_call(l, FERRY_CALL_hello, &a, r, NULL);
   if (rc) {
     /* the peer explains a refusal in a GOODBYE frame next to the reply */
@@ -463,6 +484,11 @@ int ferry_link_hello(struct ferry_link *l, uint32_t gpu, uint64_t arena_base,
     if (!l->dead && !l->quiet) ferry_log("device %d (%s) refused the session: %s", l->vgpu, l->name,
                             cudaGetErrorString((cudaError_t)rc));
     __atomic_store_n(&l->dead, 1, __ATOMIC_RELAXED);
+  }
+  l->hello_ms = 0;
+  if (timed && !rc) {
+    ops->set_deadline(l->conn, 0);
+    ferry_link_watch(l);
   }
   return rc;
 }

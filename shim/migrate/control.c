@@ -290,12 +290,14 @@ static void reply_cancel(char **tok, int ntok, char *reply, size_t len) {
   }
   if (vgpu_arg(tok[1], &vgpu, reply, len)) return;
   char err[256] = "";
-  if (ferry_prepare_cancel(vgpu, err, sizeof err)) {
+  int rc = ferry_prepare_cancel(vgpu, err, sizeof err);
+  if (rc < 0) {
     one_line(err);
     snprintf(reply, len, "error %s", err);
     return;
   }
-  snprintf(reply, len, "ok vgpu %d: its prepared target is closed", vgpu);
+  if (rc) snprintf(reply, len, "ok vgpu %d: its prepare is stopped", vgpu);
+  else snprintf(reply, len, "ok vgpu %d: its prepared target is closed", vgpu);
 }
 
 void ferry_control_handle(const char *line, char *reply, size_t len) {

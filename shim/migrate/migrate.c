@@ -541,13 +541,27 @@ static const char *placement(int vi, int gpu, int *helper, char *buf, size_t n) 
 
 /* Targets opened ahead (`prepare`): the next migration of the vGPU to the
    same target takes it, so the migration itself starts at the hold.
-   Under mig_lock; busy while a prepare opens one. */
+   Under mig_lock; busy while a prepare opens one, which `cancel` may stop:
+   it sets cancel, cuts conn (the target's connection, once there is one)
+   and waits for prepare_done. */
 static struct prepared {
-  int active, busy, remote;
+  int active, busy, remote, cancel;
   struct ferry_url url;
   struct mig m; /* what it opened, replayed and copied */
   double setup_ms;
+  struct ferry_conn *conn;
 } prepared[FERRY_MAX_VGPUS];
+static pthread_cond_t prepare_done = PTHREAD_COND_INITIALIZER;
+
+int mig_cuttable(struct mig *m, struct ferry_conn *c) {
+  if (!m->preparing) return 0;
+  pthread_mutex_lock(&mig_lock);
+  struct prepared *p = &prepared[m->v->index];
+  int cancelled = p->cancel;
+  p->conn = cancelled ? NULL : c;
+  pthread_mutex_unlock(&mig_lock);
+  return cancelled ? mig_fail(m, "cancelled") : 0;
+}
 
 static void prepared_text(int index, char *out, size_t n) {
   const struct prepared *p = &prepared[index];
@@ -592,7 +606,7 @@ static int same_target(const struct prepared *p, int gpu, const struct ferry_url
 /* why vGPU vi cannot move to the target now (mig_lock held), or NULL */
 static const char *cannot_move(struct ferry_vgpu *v, const struct ferry_url *url) {
   if (v->mig.state == FERRY_MIG_RUNNING) return "a migration of device %d is already running";
-  if (prepared[v->index].busy) return "a prepare of device %d is running";
+  if (prepared[v->index].busy) return "a prepare of device %d is running (cancel stops it)";
   if (!url && ferry_is_local(v)) return "device %d already runs on a local GPU (in this process)";
   if (!url && v->moved) return "device %d already runs on a local GPU (in a ferry-mhelper)";
   if (ferry_dead(v)) return "device %d lost its server; there is nothing left to migrate";
@@ -773,9 +787,20 @@ int ferry_prepare(int vi, const char *target, char *err, size_t errlen) {
   if (!helper && !remote) v->inproc_gpu = gpu;
   pthread_mutex_unlock(&mig_lock);
   struct mig m = {.v = v, .gpu = gpu, .helper = helper, .url = remote ? &url : NULL, .err = err,
-                  .errlen = errlen};
+                  .errlen = errlen, .preparing = 1};
   double t0 = mig_now_ms();
   int failed = mig_open_ahead(&m);
+  /* cancel can no longer reach the connection, which may close now */
+  pthread_mutex_lock(&mig_lock);
+  int cancelled = prepared[vi].cancel;
+  prepared[vi].conn = NULL;
+  pthread_mutex_unlock(&mig_lock);
+  m.preparing = 0;
+  if (cancelled) {
+    char name[320];
+    mig_target_name(&m, name, sizeof name);
+    failed = refuse(err, errlen, "the prepare of device %d on %s was cancelled", vi, name);
+  }
   if (failed) {
     mig_close_opened(&m);
     mig_free(&m);
@@ -785,6 +810,7 @@ int ferry_prepare(int vi, const char *target, char *err, size_t errlen) {
   prepared[vi] = (struct prepared){.active = !failed, .remote = remote, .url = url, .m = m,
                                    .setup_ms = mig_now_ms() - t0};
   if (failed && !helper && !remote) v->inproc_gpu = -1;
+  pthread_cond_broadcast(&prepare_done);
   pthread_mutex_unlock(&mig_lock);
   return failed ? -1 : 0;
 }
@@ -793,16 +819,22 @@ int ferry_prepare_cancel(int vi, char *err, size_t errlen) {
   if (errlen) err[0] = '\0';
   if (vi < 0 || vi >= FERRY_MAX_VGPUS) return refuse(err, errlen, "no device %d", vi);
   pthread_mutex_lock(&mig_lock);
-  struct prepared p = prepared[vi];
-  if (p.busy) {
-    pthread_mutex_unlock(&mig_lock);
-    return refuse(err, errlen, "a prepare of device %d is running", vi);
+  /* a prepare still opening its target: its connection is cut (a call
+     blocked on it fails now) and it closes what it opened */
+  int aborted = prepared[vi].busy;
+  if (aborted) {
+    prepared[vi].cancel = 1;
+    struct ferry_conn *c = prepared[vi].conn;
+    if (c && c->ops->interrupt) c->ops->interrupt(c);
+    while (prepared[vi].busy) pthread_cond_wait(&prepare_done, &mig_lock);
   }
+  struct prepared p = prepared[vi];
   prepared[vi].active = 0;
   if (p.active && !p.m.helper && !p.remote) ferry.vgpus[vi].inproc_gpu = -1;
   pthread_mutex_unlock(&mig_lock);
+  if (p.active) close_prepared(&ferry.vgpus[vi], &p); /* one that finished meanwhile */
+  if (aborted) return 1;
   if (!p.active) return refuse(err, errlen, "device %d has no prepared target", vi);
-  close_prepared(&ferry.vgpus[vi], &p);
   return 0;
 }
 

@@ -27,6 +27,9 @@ int ferry_migrate_to(int vgpu, const char *target, char *err, size_t errlen);
    or a server session), while the program runs: the migration to it then
    starts at the hold. cancel closes it; a migration elsewhere drops it */
 int ferry_prepare(int vgpu, const char *target, char *err, size_t errlen);
+/* closes the prepared target (0), or stops a prepare still opening one: it
+   fails ("cancelled"), its target closed, before this returns 1; -1 with
+   the reason in err when there is neither */
 int ferry_prepare_cancel(int vgpu, char *err, size_t errlen);
 /* how long the prepared target took to open; -1 when there is none */
 double ferry_prepared_ms(int vgpu);

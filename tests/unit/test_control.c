@@ -513,7 +513,12 @@ int ferry_prepare(int vgpu, const char *target, char *err, size_t errlen) {
   snprintf(prepared_at[vgpu], sizeof prepared_at[vgpu], "%s", target);
   return 0;
 }
+static int preparing[2]; /* a prepare still opening its target: cancel stops it */
 int ferry_prepare_cancel(int vgpu, char *err, size_t errlen) {
+  if (preparing[vgpu]) {
+    preparing[vgpu] = 0;
+    return 1;
+  }
   if (!prepared_at[vgpu][0]) {
     snprintf(err, errlen, "device %d has no prepared target", vgpu);
     return -1;
@@ -533,6 +538,8 @@ static void test_prepare_cancel(void **state) {
                       "error device 1 already has a prepared target (cancel it first)");
   assert_string_equal(handle("cancel 1"), "ok vgpu 1: its prepared target is closed");
   assert_string_equal(handle("cancel 1"), "error device 1 has no prepared target");
+  preparing[1] = 1;
+  assert_string_equal(handle("cancel 1"), "ok vgpu 1: its prepare is stopped");
   assert_string_equal(handle("prepare 0 tcp://b:7420/0"), "ok vgpu 0 prepared on tcp://b:7420/0 (131.2 ms)");
   assert_string_equal(handle("prepare 5 0"), "error no vgpu 5: this program has 2 (0..1)");
   assert_string_equal(handle("prepare 0"),
