@@ -296,23 +296,49 @@ static int first_item(const struct ferry_buf *b, msgpack_zone *z, msgpack_object
   return 0;
 }
 
+/* DEFERRED: [token] and the copy's bytes, or [token, why] and none for a
+   copy the server refused to hold (over --max-deferred); a failed copy has
+   no bytes either. The error of either comes with the reply. */
 static int on_deferred(struct ferry_link *l, const struct ferry_frame *h) {
   if (read_body(l, h->body_len)) return -1;
+  const struct ferry_buf *b = &ferry_thread()->reply;
   msgpack_zone z;
   msgpack_zone_init(&z, 256);
-  msgpack_object token;
-  int ok = !first_item(&ferry_thread()->reply, &z, &token) &&
-           token.type == MSGPACK_OBJECT_POSITIVE_INTEGER;
-  uint64_t t = ok ? token.via.u64 : 0;
+  msgpack_object o;
+  size_t off = 0;
+  char check[160], why[256] = "";
+  int ok = !ferry_msgpack_check(b->data, b->len, 1, check, sizeof check) &&
+           msgpack_unpack(b->data, b->len, &off, &z, &o) == MSGPACK_UNPACK_SUCCESS &&
+           o.type == MSGPACK_OBJECT_ARRAY && o.via.array.size >= 1 &&
+           o.via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER;
+  uint64_t t = ok ? o.via.array.ptr[0].via.u64 : 0;
+  if (ok && o.via.array.size >= 2 && o.via.array.ptr[1].type == MSGPACK_OBJECT_STR) {
+    const msgpack_object_str *w = &o.via.array.ptr[1].via.str;
+    size_t n = w->size < sizeof why - 1 ? w->size : sizeof why - 1;
+    memcpy(why, w->ptr, n);
+    why[n] = '\0';
+  }
   msgpack_zone_destroy(&z);
   if (!ok) return -1;
   struct ferry_deferred d;
-  if (!take_deferred(l, t, &d) || d.size != h->bulk_len) {
+  int known = take_deferred(l, t, &d);
+  if (known && h->bulk_len == d.size) return ferry_read(l->reader, d.dst, d.size);
+  if (known && h->bulk_len == 0) {
+    /* once: every refused copy has the same cause */
+    if (why[0] && !l->quiet && !__atomic_exchange_n(&l->refusal_said, 1, __ATOMIC_RELAXED))
+      ferry_log("device %d (%s): an asynchronous device-to-host copy of %llu bytes was refused: "
+                "%s; that call returns cudaErrorMemoryAllocation (synchronize more often, or "
+                "raise the limit)", l->vgpu, l->name,
+                (unsigned long long)d.size, why);
+    return 0;
+  }
+  if (known)
+    ferry_log("server sent %llu bytes for an asynchronous copy of %llu bytes (token %llu); ignored",
+              (unsigned long long)h->bulk_len, (unsigned long long)d.size, (unsigned long long)t);
+  else
     ferry_log("server sent data for an unknown asynchronous copy (token %llu); ignored",
               (unsigned long long)t);
-    return discard(l, h->bulk_len);
-  }
-  return ferry_read(l->reader, d.dst, d.size);
+  return discard(l, h->bulk_len);
 }
 
 static int on_output(struct ferry_link *l, const struct ferry_frame *h) {

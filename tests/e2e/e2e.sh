@@ -18,6 +18,22 @@ vecadd)
   expect_in vecadd.out "PASSED"
   expect_in vecadd.out "ferry CPU simulation"
   ;;
+deferred_refused)
+  # more asynchronous device-to-host copies into pinned memory than the
+  # server holds until a synchronize (--max-deferred 1M, 64 x 64 KiB): the
+  # 16 that fit arrive, the synchronize returns cudaErrorMemoryAllocation,
+  # the program hears why in one line (no line per copy, nothing about
+  # unknown copies), and later copies that fit work again
+  start_sim_server --max-deferred 1M
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+  rc=$(run deferred api_tour deferred 64 16384)
+  [ "$rc" = 0 ] || fail "api_tour deferred exited $rc"
+  expect_in deferred.out "^deferred: calls_failed=0 sync=cudaErrorMemoryAllocation intact=16 after=cudaSuccess after_intact=2$"
+  [ "$(grep -c '^ferry: ' "$work/deferred.err")" = 1 ] || fail "not one line from ferry about the refused copies"
+  expect_in deferred.err "^ferry: device 0 (tcp://127.0.0.1:$port/0): an asynchronous device-to-host copy of 65536 bytes was refused: the server holds at most 1 MiB (--max-deferred)"
+  expect_in deferred.err "returns cudaErrorMemoryAllocation"
+  expect_not_in deferred.err "unknown asynchronous copy"
+  ;;
 api_tour)
   start_sim_server
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
