@@ -7,6 +7,7 @@
  */
 #include "transport.h"
 #include "backends.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -236,13 +237,15 @@ static void where(const struct ferry_url *url, char *out, size_t n) {
   ferry_url_format(&u, out, n);
 }
 
+
 /* timeout_ms <= 0 leaves the timing to the kernel */
 static struct ferry_conn *tcp_connect(const struct ferry_url *url, int timeout_ms, char *err,
                                       size_t errlen) {
-  char addr[300];
+  char addr[300], shown[FERRY_ECHO_MAX + 4];
   where(url, addr, sizeof addr);
+  ferry_echo_url(addr, shown, sizeof shown); /* for errors; the peer's name keeps it whole */
   if (url->port <= 0) {
-    snprintf(err, errlen, "cannot reach %s: port %d is not a valid port to connect to", addr,
+    snprintf(err, errlen, "cannot reach %s: port %d is not a valid port to connect to", shown,
              url->port);
     errno = EINVAL;
     return NULL;
@@ -253,7 +256,7 @@ static struct ferry_conn *tcp_connect(const struct ferry_url *url, int timeout_m
   struct addrinfo *res = NULL;
   int g = getaddrinfo(url->host, port, &hints, &res);
   if (g) {
-    snprintf(err, errlen, "cannot reach %s: cannot resolve host '%s': %s", addr, url->host,
+    snprintf(err, errlen, "cannot reach %s: cannot resolve its host name: %s", shown,
              g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
     errno = EHOSTUNREACH;
     return NULL;
@@ -277,14 +280,14 @@ static struct ferry_conn *tcp_connect(const struct ferry_url *url, int timeout_m
     tune_socket(fd);
     freeaddrinfo(res);
     struct ferry_conn *c = wrap_fd(fd, addr);
-    if (!c) snprintf(err, errlen, "cannot reach %s: out of memory", addr);
+    if (!c) snprintf(err, errlen, "cannot reach %s: out of memory", shown);
     return c;
   }
   freeaddrinfo(res);
   if (last == ETIMEDOUT && timeout_ms > 0)
-    snprintf(err, errlen, "cannot reach %s: no answer within %d ms", addr, timeout_ms);
+    snprintf(err, errlen, "cannot reach %s: no answer within %d ms", shown, timeout_ms);
   else
-    snprintf(err, errlen, "cannot reach %s: %s", addr, strerror(last));
+    snprintf(err, errlen, "cannot reach %s: %s", shown, strerror(last));
   errno = last;
   return NULL;
 }

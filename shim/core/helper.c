@@ -169,8 +169,8 @@ int ferry_helper_start(struct ferry_vgpu *v, int gpu, struct ferry_link *l,
   uint64_t base = ferry_arena_base(v->index);
   int rc = ferry_link_hello(l, (uint32_t)gpu, base, &r, 0);
   if (rc) {
-    snprintf(err, errlen, "ferry-mhelper (local GPU %d): %s", gpu,
-             l->goodbye[0] ? l->goodbye : l->lost[0] ? l->lost : "it did not start");
+    snprintf(err, errlen, "%s",
+             l->goodbye[0] ? l->goodbye : l->lost[0] ? l->lost : "ferry-mhelper did not start");
     ferry_link_close(l);
     return rc;
   }

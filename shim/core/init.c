@@ -43,7 +43,7 @@ static int parse_local(const char *tok, char *err, size_t errlen) {
 }
 
 static int parse_devices(void) {
-  char err[256];
+  char err[256], shown[FERRY_ECHO_MAX + 4];
   const char *list = getenv("FERRY_DEVICES");
   const char *rcount = getenv("RCUDA_DEVICE_COUNT");
   if (list && *list) {
@@ -60,12 +60,13 @@ static int parse_devices(void) {
       struct ferry_vgpu *v = &ferry.vgpus[ferry.count];
       if (!strncmp(tok, "local:", 6)) {
         if ((v->start_gpu = parse_local(tok, err, sizeof err)) < 0) {
-          ferry_log("FERRY_DEVICES entry %d '%s': %s", ferry.count, tok, err);
+          ferry_log("FERRY_DEVICES entry %d '%s': %s", ferry.count,
+                    ferry_echo(tok, strlen(tok), shown, sizeof shown), err);
           free(copy);
           return cudaErrorNoDevice;
         }
       } else if (ferry_url_parse(tok, &v->url, err, sizeof err)) {
-        ferry_log("FERRY_DEVICES entry %d '%s': %s", ferry.count, tok, err);
+        ferry_log("FERRY_DEVICES entry %d: %s", ferry.count, err); /* err quotes it */
         free(copy);
         return cudaErrorNoDevice;
       }
@@ -90,7 +91,7 @@ static int parse_devices(void) {
         return cudaErrorNoDevice;
       }
       if (ferry_url_parse_rcuda(val, scheme, &ferry.vgpus[i].url, err, sizeof err)) {
-        ferry_log("%s='%s': %s", name, val, err);
+        ferry_log("%s: %s", name, err); /* err quotes the value */
         return cudaErrorNoDevice;
       }
       ferry.count++;

@@ -629,8 +629,13 @@ int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, s
   if (!url && gpu < 0) return refuse(err, errlen, "bad local GPU %d", gpu);
   struct ferry_vgpu *v = &ferry.vgpus[vi];
   char target[320];
-  if (url) ferry_url_format(url, target, sizeof target);
-  else snprintf(target, sizeof target, "local GPU %d", gpu);
+  if (url) {
+    char full[320];
+    ferry_url_format(url, full, sizeof full);
+    ferry_echo_url(full, target, sizeof target);
+  } else {
+    snprintf(target, sizeof target, "local GPU %d", gpu);
+  }
   char why[256];
   int helper = 0;
   pthread_mutex_lock(&mig_lock);
@@ -704,7 +709,10 @@ int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, s
     enter_phase(&m, -1);
   }
   if (m.ahead) ferry_recorder_journal_stop(&v->log);
-  if (failed) mig_close_opened(&m);
+  if (failed) {
+    mig_blame_target(&m);
+    mig_close_opened(&m);
+  }
   mig_free(&m);
 
   double total = mig_now_ms() - t0;
@@ -726,8 +734,9 @@ int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, s
   }
   struct ferry_vgpu_status st;
   ferry_vgpu_status(vi, &st);
+  char where[sizeof st.where];
   ferry_log("device %d now runs on %s: %llu records replayed, %.1f MiB copied, "
-            "%.1f ms (paused %.1f ms)", vi, st.where,
+            "%.1f ms (paused %.1f ms)", vi, ferry_echo_where(st.where, where, sizeof where),
             (unsigned long long)records, bytes / 1048576.0, total, st.pause_ms);
   if (getenv("FERRY_STATS"))
     ferry_log("migration stats: device=%d helper=%d records=%llu modules=%llu replay_module_ms=%.3f "
@@ -800,6 +809,8 @@ int ferry_prepare(int vi, const char *target, char *err, size_t errlen) {
     char name[320];
     mig_target_name(&m, name, sizeof name);
     failed = refuse(err, errlen, "the prepare of device %d on %s was cancelled", vi, name);
+  } else if (failed) {
+    mig_blame_target(&m);
   }
   if (failed) {
     mig_close_opened(&m);

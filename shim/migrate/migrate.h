@@ -9,6 +9,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
 
 #include "shim/core/vgpu.h"
 
@@ -41,6 +45,15 @@ int ferry_migrate_run(int vgpu, int gpu, const struct ferry_url *url, char *err,
 /* text to a target: a local GPU (*remote 0) or a server URL; -1 with why */
 int ferry_migrate_parse_target(const char *text, size_t len, int *gpu, struct ferry_url *url,
                                int *remote, char *why, size_t n);
+
+/* a status's where as messages quote it: a server URL cut as
+   ferry_echo_url cuts it, a local GPU whole */
+static inline const char *ferry_echo_where(const char *where, char *out, size_t n) {
+  if (!strstr(where, "://")) return where;
+  char url[320];
+  snprintf(url, sizeof url, "%.*s", (int)strcspn(where, " "), where); /* without " (connection lost)" */
+  return ferry_echo_url(url, out, n);
+}
 
 /* number of vGPUs, and one's snapshot; -1 when index is out of range */
 int ferry_vgpu_count(void);

@@ -108,6 +108,11 @@ int mig_cuttable(struct mig *m, struct ferry_conn *c);
 /* the target for messages: "local GPU 1", "local GPU 1 (ferry-mhelper)",
    or its URL as replies quote it (ferry_echo_url) */
 void mig_target_name(const struct mig *m, char *out, size_t n);
+/* a failure that came from the target's connection going away (a server
+   killed, a helper gone) is said of the target: m->err becomes "<target>:
+   <what happened to it> (<the step that failed>)". The vGPU's own link is
+   not involved, so nothing may blame it. Before mig_close_opened. */
+void mig_blame_target(struct mig *m);
 /* migrate_target.c: each open is done before the hold (0, or -1 with
    m->err); close_opened undoes whichever was opened */
 int mig_open_local(struct mig *m);

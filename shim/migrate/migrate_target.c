@@ -41,6 +41,17 @@ int mig_open_helper(struct mig *m) {
   return 0;
 }
 
+void mig_blame_target(struct mig *m) {
+  struct ferry_link *l = m->tl;
+  if (!m->err || !l || !l->dead) return;
+  const char *why = l->goodbye[0] ? l->goodbye : l->lost;
+  if (!why[0] || strstr(m->err, why)) return; /* said already (the hello) */
+  char name[320], step[256];
+  mig_target_name(m, name, sizeof name);
+  snprintf(step, sizeof step, "%s", m->err);
+  snprintf(m->err, m->errlen, "%s: %s%s%s%s", name, why, step[0] ? " (" : "", step, step[0] ? ")" : "");
+}
+
 void mig_close_link(struct mig *m) {
   if (!m->tl) return;
   ferry_link_close(m->tl); /* the helper sees the channel close and exits */

@@ -559,9 +559,19 @@ static void test_migrate_to_server(void **state) {
   assert_string_equal(last_target, "tcp://gpunode2:7420/3");
   assert_string_equal(handle("migrate 0 ib2://x/0"),
                       "error 'ib2://x/0' is neither a local GPU nor a server URL");
+  /* a long URL is quoted cut in its host (32 bytes of it), its end kept */
+  char line[256], host[61];
+  memset(host, 'b', 60);
+  host[60] = '\0';
+  snprintf(line, sizeof line, "migrate 1 tcp://%s:7420/3", host);
+  assert_string_equal(handle(line), "ok vgpu 1 now on tcp://bbbbbbbbbbbbbbbbbbb...:7420/3 (3.2 ms)");
+  memset(prepared_at, 0, sizeof prepared_at);
+  snprintf(line, sizeof line, "prepare 1 tcp://%s:7420/3", host);
+  assert_string_equal(handle(line), "ok vgpu 1 prepared on tcp://bbbbbbbbbbbbbbbbbbb...:7420/3 (131.2 ms)");
+  memset(prepared_at, 0, sizeof prepared_at);
   /* not a URL and not a number: the parser's refusal, the engine never asked */
   assert_string_equal(handle("migrate 0 gpunode2"), "error local GPU 'gpunode2' is not a number");
-  assert_int_equal(migrate_calls, 2);
+  assert_int_equal(migrate_calls, 3);
 }
 
 static void test_migrate_ok(void **state) {
