@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "replay/memsync.h"
@@ -120,8 +121,15 @@ int mig_fail(struct mig *m, const char *fmt, ...) {
 
 int mig_module_loaded(void *ctx, uint32_t module, ferry_blob source, ferry_blob local) {
   struct mig *m = ctx;
-  /* tests: a replay that takes 2 s, holding the gate, the arena and the log */
-  if (mig_fault("stall")) nanosleep(&(struct timespec){2, 0}, NULL);
+  /* tests: a replay that stalls, holding the gate, the arena and the log:
+     2 s, or until the file FERRY_FAULT_RELEASE names exists (at most 120 s),
+     so that a test on a loaded machine decides when it ends */
+  if (mig_fault("stall")) {
+    const char *release = getenv("FERRY_FAULT_RELEASE");
+    for (int i = 0; release && i < 12000 && access(release, F_OK); i++)
+      nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    if (!release) nanosleep(&(struct timespec){2, 0}, NULL);
+  }
   if (source.len != local.len) return 1;
   for (uint32_t off = 0; off + 16 <= source.len; off += 16) {
     uint64_t s[2], l[2];
