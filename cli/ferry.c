@@ -55,7 +55,7 @@ static void usage(FILE *out) {
           "         remote; waits for the end and shows the memory copy's progress on stderr.\n"
           "         --prepare opens the target now (context, arena, helper or session) while the\n"
           "         program runs, so that a later migrate to it starts at the hold; --cancel\n"
-          "         closes a prepared target.\n"
+          "         closes a prepared target, or stops a prepare still opening one.\n"
           "         Control sockets live in FERRY_CONTROL_DIR, else XDG_RUNTIME_DIR, else /tmp.\n"
           "         A socket is believed only if it is yours (not a link) and the process\n"
           "         behind it runs as you and is the pid its name says (root: any user's).\n");

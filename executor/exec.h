@@ -28,8 +28,12 @@ struct ferry_bulk_out {
   void *ctx;
 };
 
-/* data of finished memcpy_dtoh_async calls, handed over by ferry_exec_flush */
-typedef int (*ferry_deferred_fn)(void *ctx, uint64_t token, const void *p, size_t n);
+/* data of finished memcpy_dtoh_async calls, handed over by ferry_exec_flush;
+   a copy that failed has none (n 0). refused: NULL, or why the executor
+   would not hold the copy's data at all (over its max_deferred), for the
+   program to hear; the error itself is latched as any copy's */
+typedef int (*ferry_deferred_fn)(void *ctx, uint64_t token, const void *p, size_t n,
+                                 const char *refused);
 
 struct ferry_io {
   struct ferry_bulk_in *in;   /* set for BULK_IN calls */

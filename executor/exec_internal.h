@@ -62,6 +62,7 @@ struct exec_pending {
   size_t size;
   uint64_t charge; /* what buf counts against max_deferred (whole pages) */
   CUevent ev;
+  int refused; /* over max_deferred: delivered with refused_why */
 };
 
 struct ferry_exec {
@@ -95,6 +96,7 @@ struct ferry_exec {
   /* ferry_exec_set_limits; 0 means no limit. The *_logged flags keep the
      log to one line per session for each. */
   uint64_t max_deferred, pend_bytes; /* pinned bytes held for deferred copies */
+  char refused_why[200];             /* the last copy refused over max_deferred: why */
   uint64_t max_mem, mapped;          /* device memory mapped with mem_map */
   int deferred_logged, mem_logged;
 

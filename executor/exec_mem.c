@@ -505,8 +505,12 @@ static int deferred_fits(struct ferry_exec *ex, const struct ferry_memcpy_dtoh_a
      already holds device memory */
   if (ex->pend_bytes == 0 && exec_mapped_range(ex, a->src, a->size))
     return 1;
+  char b1[32], b2[32], b3[32];
+  snprintf(ex->refused_why, sizeof ex->refused_why,
+           "the server holds at most %s (--max-deferred) of such copies' data until the "
+           "program's next synchronizing call, and %s was held",
+           bytes_str(ex->max_deferred, b2, sizeof b2), bytes_str(ex->pend_bytes, b3, sizeof b3));
   if (!ex->deferred_logged) {
-    char b1[32], b2[32], b3[32];
     ferry_log("asynchronous device-to-host copies: %s more would exceed %s (--max-deferred) "
               "held for the client's next synchronizing call (%s held); such copies fail "
               "with cudaErrorMemoryAllocation",
@@ -548,8 +552,10 @@ int ferry_x_memcpy_dtoh_async(struct ferry_exec *ex, const struct ferry_memcpy_d
   if (a->size > UINT64_MAX - 4095)
     return EXEC_MEMORY_ALLOCATION;
   uint64_t charge = (a->size + 4095) & ~(uint64_t)4095;
-  if (!deferred_fits(ex, a, charge))
+  if (!deferred_fits(ex, a, charge)) {
+    p->refused = 1;
     return EXEC_MEMORY_ALLOCATION;
+  }
   const struct ferry_driver *d = ex->d;
   CUresult res = d->MemHostAlloc(&p->buf, a->size, 0);
   if (res != CUDA_SUCCESS) {
@@ -609,7 +615,7 @@ int ferry_exec_flush_deferred(struct ferry_exec *ex, ferry_deferred_fn fn, void 
       }
     }
     /* an entry without an event is a failed or empty copy */
-    if (rc == 0 && fn(ctx, p->token, p->buf, p->size))
+    if (rc == 0 && fn(ctx, p->token, p->buf, p->size, p->refused ? ex->refused_why : NULL))
       rc = -1;
     pending_release(ex, p, 1);
     *link = p->next;

@@ -30,7 +30,8 @@
 /* frame kinds above the call ids */
 enum {
   FERRY_KIND_REPLY = 0xff00,    /* answer to the oldest SYNC request */
-  FERRY_KIND_DEFERRED = 0xff01, /* data of a finished memcpy_dtoh_async; body: [token] */
+  FERRY_KIND_DEFERRED = 0xff01, /* data of a finished memcpy_dtoh_async; body: [token], or
+                                   [token, why] for one refused over --max-deferred (no data) */
   FERRY_KIND_OUTPUT = 0xff02,   /* device output (bulk) for the app's fd `status`: 1 printf, 2 assert */
   FERRY_KIND_GOODBYE = 0xff03,  /* server ends the session; body: [reason] */
   FERRY_KIND_KEEPALIVE = 0xff04, /* a call still runs (hello's keepalive_ms); no body */

@@ -228,9 +228,9 @@ static void send_goodbye(struct session *s, const char *reason) {
   send_frame(s, FERRY_KIND_GOODBYE, 0, 0, s->out.data, s->out.len, NULL, 0, 0);
 }
 
-/* a tiny fixed buffer for the DEFERRED body, so deferred copies cost no malloc */
+/* a small fixed buffer for the DEFERRED body, so deferred copies cost no malloc */
 struct small_buf {
-  char data[16];
+  char data[256];
   size_t len;
 };
 static int small_write(void *data, const char *p, size_t n) {
@@ -241,13 +241,19 @@ static int small_write(void *data, const char *p, size_t n) {
   return 0;
 }
 
-/* DEFERRED frame: body msgpack [token], bulk the copied bytes */
-static int send_deferred(void *ctx, uint64_t token, const void *p, size_t n) {
+/* DEFERRED frame: body msgpack [token], bulk the copied bytes; a copy
+   refused over --max-deferred: [token, why] and no bytes, so that the
+   program says why (a client that reads only the token still works) */
+static int send_deferred(void *ctx, uint64_t token, const void *p, size_t n, const char *refused) {
   struct session *s = ctx;
   struct small_buf b = {.len = 0};
   msgpack_packer pk;
   msgpack_packer_init(&pk, &b, small_write);
-  if (msgpack_pack_array(&pk, 1) || msgpack_pack_uint64(&pk, token)) return -1;
+  size_t why = refused ? strlen(refused) : 0;
+  if (why > sizeof b.data - 32) why = sizeof b.data - 32;
+  if (msgpack_pack_array(&pk, refused ? 2 : 1) || msgpack_pack_uint64(&pk, token) ||
+      (refused && (msgpack_pack_str(&pk, why) || msgpack_pack_str_body(&pk, refused, why))))
+    return -1;
   return send_frame(s, FERRY_KIND_DEFERRED, 0, 0, b.data, b.len, p, n, n);
 }
 

@@ -12,6 +12,7 @@
  */
 #include "ib_conn.h"
 #include "backends.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -385,16 +386,18 @@ static struct ferry_conn *ib_connect(const struct ferry_url *url, int timeout_ms
   struct ferry_url u = *url;
   u.gpu = -1;
   ferry_url_format(&u, where, sizeof where);
+  char shown[FERRY_ECHO_MAX + 4]; /* for errors; the peer's name keeps it whole */
+  ferry_echo_url(where, shown, sizeof shown);
   char why[300];
   /* no device, no library: say so at once, before any network traffic */
   if (ferry_ib_have_device(why, sizeof why)) {
-    snprintf(err, errlen, "cannot reach %s: %s", where, why);
+    snprintf(err, errlen, "cannot reach %s: %s", shown, why);
     errno = ENODEV;
     return NULL;
   }
   const struct ferry_ib_api *api = ferry_ib_api(why, sizeof why);
   if (!api) {
-    snprintf(err, errlen, "cannot reach %s: %s", where, why);
+    snprintf(err, errlen, "cannot reach %s: %s", shown, why);
     errno = ENOSYS;
     return NULL;
   }
@@ -406,14 +409,14 @@ static struct ferry_conn *ib_connect(const struct ferry_url *url, int timeout_ms
     int e = errno;
     /* tcp's message names tcp://; the user asked for ib:// */
     const char *colon = strstr(terr, ": ");
-    snprintf(err, errlen, "cannot reach %s%s", where, colon ? colon : "");
+    snprintf(err, errlen, "cannot reach %s%s", shown, colon ? colon : "");
     errno = e;
     return NULL;
   }
   struct ib_conn *c = new_conn(tcp);
   if (!c) {
     tcp->ops->close(tcp);
-    snprintf(err, errlen, "cannot reach %s: out of memory", where);
+    snprintf(err, errlen, "cannot reach %s: out of memory", shown);
     errno = ENOMEM;
     return NULL;
   }
@@ -479,7 +482,7 @@ static struct ferry_conn *ib_connect(const struct ferry_url *url, int timeout_ms
   return &c->base;
 fail: {
   int e = errno ? errno : ECONNREFUSED;
-  snprintf(err, errlen, "cannot reach %s: %s", where, why);
+  snprintf(err, errlen, "cannot reach %s: %s", shown, why);
   ferry_ib_conn_ops.close(&c->base);
   errno = e;
   return NULL;

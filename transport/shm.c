@@ -313,9 +313,22 @@ static int shm_set_timeout(struct ferry_conn *c, int ms) {
   return 0;
 }
 
+/* both sides marked closed: the helper sees this end go, and a wait of
+   ours finds its peer gone (reads keep what had arrived, as on a close) */
+static void shm_interrupt(struct ferry_conn *c) {
+  struct shm_conn *s = (struct shm_conn *)c;
+  atomic_store(&s->h->closed[s->side], 1);
+  atomic_store(&s->h->closed[!s->side], 1);
+  wake_all(&s->tx->data_seq);
+  wake_all(&s->tx->space_seq);
+  wake_all(&s->rx->data_seq);
+  wake_all(&s->rx->space_seq);
+}
+
 static const struct ferry_conn_ops shm_conn_ops = {
     .sendv = shm_sendv, .recv_all = shm_recv_all, .recv_some = shm_recv_some,
-    .detach = shm_detach, .close = shm_close, .set_timeout = shm_set_timeout};
+    .detach = shm_detach, .close = shm_close, .set_timeout = shm_set_timeout,
+    .interrupt = shm_interrupt};
 
 static struct ferry_conn *wrap(struct shm_header *h, size_t map_bytes, int sock, int side) {
   struct shm_conn *s = calloc(1, sizeof *s);

@@ -7,6 +7,7 @@
  */
 #include "transport.h"
 #include "backends.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +26,7 @@
 struct tcp_conn {
   struct ferry_conn base;
   int fd;
+  long deadline; /* set_deadline: CLOCK_MONOTONIC ms; 0 none */
 };
 
 struct tcp_listener {
@@ -33,8 +35,33 @@ struct tcp_listener {
 
 /* ---- connections ---- */
 
+static long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* under a deadline, waits until fd is ready for events or the deadline
+   passes (ETIMEDOUT); the kernel's per-call timers cannot bound a whole
+   exchange with a peer that sends a byte now and then */
+static int before_deadline(const struct tcp_conn *t, short events) {
+  if (!t->deadline) return 0;
+  for (;;) {
+    long left = t->deadline - now_ms();
+    if (left <= 0) {
+      errno = ETIMEDOUT;
+      return -1;
+    }
+    struct pollfd p = {.fd = t->fd, .events = events};
+    int r = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
+    if (r > 0) return 0;
+    if (r < 0 && errno != EINTR) return -1;
+  }
+}
+
 static int tcp_sendv(struct ferry_conn *c, const struct iovec *iov, int iovcnt) {
-  int fd = ((struct tcp_conn *)c)->fd;
+  const struct tcp_conn *t = (const struct tcp_conn *)c;
+  int fd = t->fd;
   /* walk the caller's (const) vector; `off` is how much of iov[i] already went */
   int i = 0;
   size_t off = 0;
@@ -50,6 +77,7 @@ static int tcp_sendv(struct ferry_conn *c, const struct iovec *iov, int iovcnt) 
       n++;
     }
     struct msghdr msg = {.msg_iov = batch, .msg_iovlen = (size_t)n};
+    if (before_deadline(t, POLLOUT)) return -1;
     ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EINTR) continue;
@@ -73,10 +101,12 @@ static int tcp_sendv(struct ferry_conn *c, const struct iovec *iov, int iovcnt) 
 }
 
 static long tcp_recv_some(struct ferry_conn *c, void *buf, size_t min, size_t cap) {
-  int fd = ((struct tcp_conn *)c)->fd;
+  const struct tcp_conn *t = (const struct tcp_conn *)c;
+  int fd = t->fd;
   char *p = buf;
   size_t got = 0;
   while (got < min || (got == 0 && cap > 0)) {
+    if (before_deadline(t, POLLIN)) return -1;
     ssize_t r = recv(fd, p + got, cap - got, 0);
     if (r < 0) {
       if (errno == EINTR) continue;
@@ -120,9 +150,19 @@ static int tcp_set_timeout(struct ferry_conn *c, int ms) {
   return 0;
 }
 
+static int tcp_set_deadline(struct ferry_conn *c, int ms) {
+  ((struct tcp_conn *)c)->deadline = ms > 0 ? now_ms() + ms : 0;
+  return 0;
+}
+
+/* a thread blocked in recv or send wakes (the peer seems to have closed);
+   the descriptor stays until close, so no other file can take its number */
+static void tcp_interrupt(struct ferry_conn *c) { shutdown(((struct tcp_conn *)c)->fd, SHUT_RDWR); }
+
 static const struct ferry_conn_ops tcp_conn_ops = {
     .sendv = tcp_sendv, .recv_all = tcp_recv_all, .recv_some = tcp_recv_some,
-    .detach = tcp_detach, .close = tcp_close, .set_timeout = tcp_set_timeout};
+    .detach = tcp_detach, .close = tcp_close, .set_timeout = tcp_set_timeout,
+    .set_deadline = tcp_set_deadline, .interrupt = tcp_interrupt};
 
 /* latency and dead-peer detection settings shared by both ends */
 static void tune_socket(int fd) {
@@ -161,12 +201,6 @@ static void format_sockaddr(const struct sockaddr *sa, socklen_t len, char *out,
     snprintf(out, n, "%s:%s", host, serv);
 }
 
-static long now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 /* one non-blocking connect attempt; 0, or -1 with errno (ETIMEDOUT when out of time) */
 static int connect_one(int fd, const struct addrinfo *ai, long deadline) {
   if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) return 0;
@@ -203,13 +237,15 @@ static void where(const struct ferry_url *url, char *out, size_t n) {
   ferry_url_format(&u, out, n);
 }
 
+
 /* timeout_ms <= 0 leaves the timing to the kernel */
 static struct ferry_conn *tcp_connect(const struct ferry_url *url, int timeout_ms, char *err,
                                       size_t errlen) {
-  char addr[300];
+  char addr[300], shown[FERRY_ECHO_MAX + 4];
   where(url, addr, sizeof addr);
+  ferry_echo_url(addr, shown, sizeof shown); /* for errors; the peer's name keeps it whole */
   if (url->port <= 0) {
-    snprintf(err, errlen, "cannot reach %s: port %d is not a valid port to connect to", addr,
+    snprintf(err, errlen, "cannot reach %s: port %d is not a valid port to connect to", shown,
              url->port);
     errno = EINVAL;
     return NULL;
@@ -220,7 +256,7 @@ static struct ferry_conn *tcp_connect(const struct ferry_url *url, int timeout_m
   struct addrinfo *res = NULL;
   int g = getaddrinfo(url->host, port, &hints, &res);
   if (g) {
-    snprintf(err, errlen, "cannot reach %s: cannot resolve host '%s': %s", addr, url->host,
+    snprintf(err, errlen, "cannot reach %s: cannot resolve its host name: %s", shown,
              g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
     errno = EHOSTUNREACH;
     return NULL;
@@ -244,14 +280,14 @@ static struct ferry_conn *tcp_connect(const struct ferry_url *url, int timeout_m
     tune_socket(fd);
     freeaddrinfo(res);
     struct ferry_conn *c = wrap_fd(fd, addr);
-    if (!c) snprintf(err, errlen, "cannot reach %s: out of memory", addr);
+    if (!c) snprintf(err, errlen, "cannot reach %s: out of memory", shown);
     return c;
   }
   freeaddrinfo(res);
   if (last == ETIMEDOUT && timeout_ms > 0)
-    snprintf(err, errlen, "cannot reach %s: no answer within %d ms", addr, timeout_ms);
+    snprintf(err, errlen, "cannot reach %s: no answer within %d ms", shown, timeout_ms);
   else
-    snprintf(err, errlen, "cannot reach %s: %s", addr, strerror(last));
+    snprintf(err, errlen, "cannot reach %s: %s", shown, strerror(last));
   errno = last;
   return NULL;
 }

@@ -41,6 +41,14 @@ struct ferry_conn_ops {
   /* a receive or send that makes no progress for ms milliseconds fails with
      ETIMEDOUT (0: wait for ever); NULL where the backend cannot tell */
   int (*set_timeout)(struct ferry_conn *c, int ms);
+  /* every receive and send fails with ETIMEDOUT once ms milliseconds from
+     now have passed, however the peer dribbles its bytes (a handshake's
+     deadline); 0 lifts it. NULL where the backend cannot tell */
+  int (*set_deadline)(struct ferry_conn *c, int ms);
+  /* from another thread: a receive or send blocked on c returns with an
+     error now, and so does every later one; c must still be closed.
+     Never blocks. NULL where the backend cannot */
+  void (*interrupt)(struct ferry_conn *c);
   void (*close)(struct ferry_conn *c);
 };
 struct ferry_conn {

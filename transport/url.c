@@ -7,14 +7,20 @@
 #include "transport.h"
 
 #include <ctype.h>
+
+#include "common/log.h"
 #include <stdio.h>
 #include <string.h>
 
 /* GPU indexes beyond this are certainly typos, not real machines */
 #define MAX_GPU_INDEX 4095
 
+/* the address as typed is quoted cut (ferry_echo_url): a long one must
+   not crowd out why it is bad */
 static int fail(char *err, size_t errlen, const char *text, const char *why) {
-  if (err && errlen) snprintf(err, errlen, "bad server address '%s': %s", text, why);
+  char shown[FERRY_ECHO_MAX + 4];
+  if (err && errlen)
+    snprintf(err, errlen, "bad server address '%s': %s", ferry_echo_url(text, shown, sizeof shown), why);
   return -1;
 }
 

@@ -167,9 +167,10 @@ int ferry_helper_start(struct ferry_vgpu *v, int gpu, struct ferry_link *l,
   ferry_reader_init(l->reader, c);
   struct ferry_hello_rets r;
   uint64_t base = ferry_arena_base(v->index);
-  int rc = ferry_link_hello(l, (uint32_t)gpu, base, &r);
+  int rc = ferry_link_hello(l, (uint32_t)gpu, base, &r, 0);
   if (rc) {
-    snprintf(err, errlen, "%s", l->goodbye[0] ? l->goodbye : "ferry-mhelper did not start");
+    snprintf(err, errlen, "%s",
+             l->goodbye[0] ? l->goodbye : l->lost[0] ? l->lost : "ferry-mhelper did not start");
     ferry_link_close(l);
     return rc;
   }

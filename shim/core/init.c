@@ -44,7 +44,7 @@ static int parse_local(const char *tok, char *err, size_t errlen) {
 }
 
 static int parse_devices(void) {
-  char err[256];
+  char err[256], shown[FERRY_ECHO_MAX + 4];
   const char *list = getenv("FERRY_DEVICES");
   const char *rcount = getenv("RCUDA_DEVICE_COUNT");
   if (list && *list) {
@@ -61,12 +61,13 @@ static int parse_devices(void) {
       struct ferry_vgpu *v = &ferry.vgpus[ferry.count];
       if (!strncmp(tok, "local:", 6)) {
         if ((v->start_gpu = parse_local(tok, err, sizeof err)) < 0) {
-          ferry_log("FERRY_DEVICES entry %d '%s': %s", ferry.count, tok, err);
+          ferry_log("FERRY_DEVICES entry %d '%s': %s", ferry.count,
+                    ferry_echo(tok, strlen(tok), shown, sizeof shown), err);
           free(copy);
           return cudaErrorNoDevice;
         }
       } else if (ferry_url_parse(tok, &v->url, err, sizeof err)) {
-        ferry_log("FERRY_DEVICES entry %d '%s': %s", ferry.count, tok, err);
+        ferry_log("FERRY_DEVICES entry %d: %s", ferry.count, err); /* err quotes it */
         free(copy);
         return cudaErrorNoDevice;
       }
@@ -91,7 +92,7 @@ static int parse_devices(void) {
         return cudaErrorNoDevice;
       }
       if (ferry_url_parse_rcuda(val, scheme, &ferry.vgpus[i].url, err, sizeof err)) {
-        ferry_log("%s='%s': %s", name, val, err);
+        ferry_log("%s: %s", name, err); /* err quotes the value */
         return cudaErrorNoDevice;
       }
       ferry.count++;
@@ -217,7 +218,7 @@ int ferry_connect_vgpu(struct ferry_vgpu *v) {
   ferry_reader_init(l->reader, l->conn);
   uint64_t base = ferry_arena_base(v->index);
   struct ferry_hello_rets r;
-  int rc = ferry_link_hello(l, (uint32_t)v->url.gpu, base, &r);
+  int rc = ferry_link_hello(l, (uint32_t)v->url.gpu, base, &r, ferry_connect_timeout_ms());
   if (rc) return rc == cudaErrorInvalidDevice ? rc : cudaErrorNoDevice;
   if ((rc = take_device(v, &r))) return rc;
   ferry_debug("device %d: %s at %s", v->index, v->name, v->url_text);

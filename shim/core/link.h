@@ -47,9 +47,12 @@ int ferry_link_call(struct ferry_link *l, unsigned call, const void *args, void 
 int ferry_link_send(struct ferry_link *l, unsigned call, const void *args);
 int ferry_link_reply(struct ferry_link *l, unsigned call, void *rets, const struct ferry_bulk *bulk);
 /* hello: the peer opens `gpu` and reserves the vGPU's arena; 0 or a
-   cudaError_t, the peer's reason logged */
+   cudaError_t, the peer's reason logged (a quiet link's in l->goodbye or
+   l->lost). deadline_ms > 0: the whole exchange must end by then (a server:
+   FERRY_CONNECT_TIMEOUT), where the transport can tell; 0: the call
+   timeout, as for any call (a helper, which opens its GPU first) */
 int ferry_link_hello(struct ferry_link *l, uint32_t gpu, uint64_t arena_base,
-                     struct ferry_hello_rets *r);
+                     struct ferry_hello_rets *r, int deadline_ms);
 /* ends the session (the peer frees what it held) and frees the link's
    connection; l itself stays usable as a dead link */
 void ferry_link_close(struct ferry_link *l);

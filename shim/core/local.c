@@ -114,7 +114,8 @@ static inline void make_current(struct ferry_local *L) {
   }
 }
 
-static int deliver(void *ctx, uint64_t token, const void *p, size_t n) {
+static int deliver(void *ctx, uint64_t token, const void *p, size_t n, const char *refused) {
+  (void)refused; /* the executor in this process sets no limit */
   ferry_deferred_complete(&((struct ferry_vgpu *)ctx)->link, token, p, n);
   return 0;
 }

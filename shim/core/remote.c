@@ -41,16 +41,32 @@ struct ferry_thread *ferry_thread(void) {
   return &thread_state;
 }
 
+/* the link is dead; why goes to l->lost, and to stderr unless the link is
+   quiet (a migration's target: the migration names it and says why) */
 static int lost(struct ferry_link *l, const char *what) {
+  int e = errno;
   if (!l->dead) {
     __atomic_store_n(&l->dead, 1, __ATOMIC_RELAXED);
-    if (errno == ETIMEDOUT)
-      ferry_log("lost connection to %s (device %d) while %s: nothing came from it for %g s, "
-                "not even a sign that the call still runs (FERRY_CALL_TIMEOUT)", l->name,
-                l->vgpu, what, ferry_call_timeout_ms() / 1000.0);
+    char reason[200];
+    if (e == ETIMEDOUT && l->hello_ms)
+      snprintf(reason, sizeof reason, "no answer to the hello within %g s (FERRY_CONNECT_TIMEOUT): "
+               "it accepted the connection, then said nothing", l->hello_ms / 1000.0);
+    else if (e == ETIMEDOUT)
+      snprintf(reason, sizeof reason, "nothing came from it for %g s, not even a sign that the "
+               "call still runs (FERRY_CALL_TIMEOUT)", ferry_call_timeout_ms() / 1000.0);
     else
-      ferry_log("lost connection to %s (device %d) while %s: %s", l->name, l->vgpu, what,
-                errno ? strerror(errno) : "protocol error");
+      snprintf(reason, sizeof reason, "%s", e ? strerror(e) : "protocol error");
+    if (e == ETIMEDOUT && l->hello_ms)
+      snprintf(l->lost, sizeof l->lost, "%s", reason);
+    else
+      snprintf(l->lost, sizeof l->lost, "%s while %s: %s",
+               l->hello_ms ? "the hello failed" : "lost the connection", what, reason);
+    if (l->quiet)
+      ;
+    else if (l->hello_ms)
+      ferry_log("device %d (%s): %s", l->vgpu, l->name, l->lost);
+    else
+      ferry_log("lost connection to %s (device %d) while %s: %s", l->name, l->vgpu, what, reason);
   }
   return cudaErrorDevicesUnavailable;
 }
@@ -280,23 +296,49 @@ static int first_item(const struct ferry_buf *b, msgpack_zone *z, msgpack_object
   return 0;
 }
 
+/* DEFERRED: [token] and the copy's bytes, or [token, why] and none for a
+   copy the server refused to hold (over --max-deferred); a failed copy has
+   no bytes either. The error of either comes with the reply. */
 static int on_deferred(struct ferry_link *l, const struct ferry_frame *h) {
   if (read_body(l, h->body_len)) return -1;
+  const struct ferry_buf *b = &ferry_thread()->reply;
   msgpack_zone z;
   msgpack_zone_init(&z, 256);
-  msgpack_object token;
-  int ok = !first_item(&ferry_thread()->reply, &z, &token) &&
-           token.type == MSGPACK_OBJECT_POSITIVE_INTEGER;
-  uint64_t t = ok ? token.via.u64 : 0;
+  msgpack_object o;
+  size_t off = 0;
+  char check[160], why[256] = "";
+  int ok = !ferry_msgpack_check(b->data, b->len, 1, check, sizeof check) &&
+           msgpack_unpack(b->data, b->len, &off, &z, &o) == MSGPACK_UNPACK_SUCCESS &&
+           o.type == MSGPACK_OBJECT_ARRAY && o.via.array.size >= 1 &&
+           o.via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER;
+  uint64_t t = ok ? o.via.array.ptr[0].via.u64 : 0;
+  if (ok && o.via.array.size >= 2 && o.via.array.ptr[1].type == MSGPACK_OBJECT_STR) {
+    const msgpack_object_str *w = &o.via.array.ptr[1].via.str;
+    size_t n = w->size < sizeof why - 1 ? w->size : sizeof why - 1;
+    memcpy(why, w->ptr, n);
+    why[n] = '\0';
+  }
   msgpack_zone_destroy(&z);
   if (!ok) return -1;
   struct ferry_deferred d;
-  if (!take_deferred(l, t, &d) || d.size != h->bulk_len) {
+  int known = take_deferred(l, t, &d);
+  if (known && h->bulk_len == d.size) return ferry_read(l->reader, d.dst, d.size);
+  if (known && h->bulk_len == 0) {
+    /* once: every refused copy has the same cause */
+    if (why[0] && !l->quiet && !__atomic_exchange_n(&l->refusal_said, 1, __ATOMIC_RELAXED))
+      ferry_log("device %d (%s): an asynchronous device-to-host copy of %llu bytes was refused: "
+                "%s; that call returns cudaErrorMemoryAllocation (synchronize more often, or "
+                "raise the limit)", l->vgpu, l->name,
+                (unsigned long long)d.size, why);
+    return 0;
+  }
+  if (known)
+    ferry_log("server sent %llu bytes for an asynchronous copy of %llu bytes (token %llu); ignored",
+              (unsigned long long)h->bulk_len, (unsigned long long)d.size, (unsigned long long)t);
+  else
     ferry_log("server sent data for an unknown asynchronous copy (token %llu); ignored",
               (unsigned long long)t);
-    return discard(l, h->bulk_len);
-  }
-  return ferry_read(l->reader, d.dst, d.size);
+  return discard(l, h->bulk_len);
 }
 
 /* device output for the program's stdout (printf) or stderr (a failed
@@ -450,7 +492,7 @@ int ferry_link_reply(struct ferry_link *l, unsigned call, void *rets,
 }
 
 int ferry_link_hello(struct ferry_link *l, uint32_t gpu, uint64_t arena_base,
-                     struct ferry_hello_rets *r) {
+                     struct ferry_hello_rets *r, int deadline_ms) {
   struct ferry_hello_args a = {.version = FERRY_PROTOCOL_VERSION,
                                .gpu = gpu,
                                .arena_base = arena_base,
@@ -459,7 +501,12 @@ int ferry_link_hello(struct ferry_link *l, uint32_t gpu, uint64_t arena_base,
                                .token = ferry_client_token(),
                                /* rounded up: a timeout of 1 to 3 ms still asks for them */
                                .keepalive_ms = (uint32_t)((ferry_call_timeout_ms() + 3) / 4)};
-  ferry_link_watch(l);
+  /* a peer that accepts and never answers costs the deadline, not the
+     call timeout; the hello's reply comes before any keepalive */
+  const struct ferry_conn_ops *ops = l->conn->ops;
+  int timed = deadline_ms > 0 && ops->set_deadline && !ops->set_deadline(l->conn, deadline_ms);
+  if (timed) l->hello_ms = deadline_ms;
+  else ferry_link_watch(l);
   int rc = ferry_link_call(l, FERRY_CALL_hello, &a, r, NULL);
   if (rc) {
     /* the peer explains a refusal in a GOODBYE frame next to the reply */
@@ -467,6 +514,11 @@ int ferry_link_hello(struct ferry_link *l, uint32_t gpu, uint64_t arena_base,
     if (!l->dead && !l->quiet) ferry_log("device %d (%s) refused the session: %s", l->vgpu, l->name,
                             cudaGetErrorString((cudaError_t)rc));
     __atomic_store_n(&l->dead, 1, __ATOMIC_RELAXED);
+  }
+  l->hello_ms = 0;
+  if (timed && !rc) {
+    ops->set_deadline(l->conn, 0);
+    ferry_link_watch(l);
   }
   return rc;
 }

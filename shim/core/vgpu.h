@@ -58,7 +58,10 @@ struct ferry_link {
   pthread_mutex_t call_lock; /* one SYNC request/reply in flight */
   int dead;                  /* connection lost: every call fails */
   char goodbye[256];         /* the reason the peer gave when it ended the session */
-  int quiet;                 /* a migration's target: its caller reports refusals */
+  char lost[256];            /* why this end gave the connection up (a quiet link's caller says it) */
+  int quiet;                 /* a migration's target: its caller reports refusals and losses */
+  int hello_ms;              /* while the hello runs under its deadline: that deadline */
+  int refusal_said;          /* an asynchronous copy refused over --max-deferred was said */
 
   /* deferred device-to-host copies waiting for their data (under send_lock) */
   struct ferry_deferred *deferred;

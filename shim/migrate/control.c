@@ -174,14 +174,12 @@ static void reply_status(char *reply, size_t len) {
 /* a number a reply can carry */
 static double json_number(double x) { return isfinite(x) ? x : 0.0; }
 
-/* a token as a reply may quote it: printable, cut short */
+/* a token as a reply may quote it: printable, cut short (a URL keeps its
+   end, ferry_echo_url) */
+_Static_assert(TOKEN_ECHO == FERRY_ECHO_MAX, "replies and messages quote alike");
 static const char *echo(const char *tok, char *buf, size_t n) {
-  size_t i = 0, len = strlen(tok);
-  for (; tok[i] && i < TOKEN_ECHO && i + 1 < n; i++)
-    buf[i] = (unsigned char)tok[i] < 0x20 || (unsigned char)tok[i] >= 0x7f ? '?' : tok[i];
-  buf[i] = '\0';
-  if (len > i && n > i + 3) strcpy(buf + i, "...");
-  return buf;
+  if (strstr(tok, "://")) return ferry_echo_url(tok, buf, n);
+  return ferry_echo(tok, strlen(tok), buf, n);
 }
 
 /* a non-negative decimal that fits an int, or an error reply */
@@ -248,8 +246,10 @@ static void reply_migrate(char **tok, int ntok, char *reply, size_t len) {
   struct ferry_vgpu_status s;
   memset(&s, 0, sizeof s);
   double ms = ferry_vgpu_status(vgpu, &s) ? 0.0 : json_number(s.total_ms);
+  char where[sizeof s.where];
   if (remote)
-    snprintf(reply, len, "ok vgpu %d now on %s (%.1f ms)", vgpu, s.where, ms);
+    snprintf(reply, len, "ok vgpu %d now on %s (%.1f ms)", vgpu,
+             ferry_echo_where(s.where, where, sizeof where), ms);
   else if (s.helper_pid)
     snprintf(reply, len, "ok vgpu %d now on local GPU %d in ferry-mhelper pid %d (%.1f ms)", vgpu,
              gpu, s.helper_pid, ms);
@@ -278,7 +278,8 @@ static void reply_prepare(char **tok, int ntok, char *reply, size_t len) {
     snprintf(reply, len, "error %s", *err ? err : "prepare failed");
     return;
   }
-  snprintf(reply, len, "ok vgpu %d prepared on %s (%.1f ms)", vgpu, tok[2],
+  char shown[TOKEN_ECHO + 4];
+  snprintf(reply, len, "ok vgpu %d prepared on %s (%.1f ms)", vgpu, echo(tok[2], shown, sizeof shown),
            json_number(ferry_prepared_ms(vgpu)));
 }
 
@@ -290,12 +291,14 @@ static void reply_cancel(char **tok, int ntok, char *reply, size_t len) {
   }
   if (vgpu_arg(tok[1], &vgpu, reply, len)) return;
   char err[256] = "";
-  if (ferry_prepare_cancel(vgpu, err, sizeof err)) {
+  int rc = ferry_prepare_cancel(vgpu, err, sizeof err);
+  if (rc < 0) {
     one_line(err);
     snprintf(reply, len, "error %s", err);
     return;
   }
-  snprintf(reply, len, "ok vgpu %d: its prepared target is closed", vgpu);
+  if (rc) snprintf(reply, len, "ok vgpu %d: its prepare is stopped", vgpu);
+  else snprintf(reply, len, "ok vgpu %d: its prepared target is closed", vgpu);
 }
 
 void ferry_control_handle(const char *line, char *reply, size_t len) {

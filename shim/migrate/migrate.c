@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "replay/memsync.h"
@@ -120,8 +121,15 @@ int mig_fail(struct mig *m, const char *fmt, ...) {
 
 int mig_module_loaded(void *ctx, uint32_t module, ferry_blob source, ferry_blob local) {
   struct mig *m = ctx;
-  /* tests: a replay that takes 2 s, holding the gate, the arena and the log */
-  if (mig_fault("stall")) nanosleep(&(struct timespec){2, 0}, NULL);
+  /* tests: a replay that stalls, holding the gate, the arena and the log:
+     2 s, or until the file FERRY_FAULT_RELEASE names exists (at most 120 s),
+     so that a test on a loaded machine decides when it ends */
+  if (mig_fault("stall")) {
+    const char *release = getenv("FERRY_FAULT_RELEASE");
+    for (int i = 0; release && i < 12000 && access(release, F_OK); i++)
+      nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    if (!release) nanosleep(&(struct timespec){2, 0}, NULL);
+  }
   if (source.len != local.len) return 1;
   for (uint32_t off = 0; off + 16 <= source.len; off += 16) {
     uint64_t s[2], l[2];
@@ -541,13 +549,27 @@ static const char *placement(int vi, int gpu, int *helper, char *buf, size_t n) 
 
 /* Targets opened ahead (`prepare`): the next migration of the vGPU to the
    same target takes it, so the migration itself starts at the hold.
-   Under mig_lock; busy while a prepare opens one. */
+   Under mig_lock; busy while a prepare opens one, which `cancel` may stop:
+   it sets cancel, cuts conn (the target's connection, once there is one)
+   and waits for prepare_done. */
 static struct prepared {
-  int active, busy, remote;
+  int active, busy, remote, cancel;
   struct ferry_url url;
   struct mig m; /* what it opened, replayed and copied */
   double setup_ms;
+  struct ferry_conn *conn;
 } prepared[FERRY_MAX_VGPUS];
+static pthread_cond_t prepare_done = PTHREAD_COND_INITIALIZER;
+
+int mig_cuttable(struct mig *m, struct ferry_conn *c) {
+  if (!m->preparing) return 0;
+  pthread_mutex_lock(&mig_lock);
+  struct prepared *p = &prepared[m->v->index];
+  int cancelled = p->cancel;
+  p->conn = cancelled ? NULL : c;
+  pthread_mutex_unlock(&mig_lock);
+  return cancelled ? mig_fail(m, "cancelled") : 0;
+}
 
 static void prepared_text(int index, char *out, size_t n) {
   const struct prepared *p = &prepared[index];
@@ -592,7 +614,7 @@ static int same_target(const struct prepared *p, int gpu, const struct ferry_url
 /* why vGPU vi cannot move to the target now (mig_lock held), or NULL */
 static const char *cannot_move(struct ferry_vgpu *v, const struct ferry_url *url) {
   if (v->mig.state == FERRY_MIG_RUNNING) return "a migration of device %d is already running";
-  if (prepared[v->index].busy) return "a prepare of device %d is running";
+  if (prepared[v->index].busy) return "a prepare of device %d is running (cancel stops it)";
   if (!url && ferry_is_local(v)) return "device %d already runs on a local GPU (in this process)";
   if (!url && v->moved) return "device %d already runs on a local GPU (in a ferry-mhelper)";
   if (ferry_dead(v)) return "device %d lost its server; there is nothing left to migrate";
@@ -615,8 +637,13 @@ int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, s
   if (!url && gpu < 0) return refuse(err, errlen, "bad local GPU %d", gpu);
   struct ferry_vgpu *v = &ferry.vgpus[vi];
   char target[320];
-  if (url) ferry_url_format(url, target, sizeof target);
-  else snprintf(target, sizeof target, "local GPU %d", gpu);
+  if (url) {
+    char full[320];
+    ferry_url_format(url, full, sizeof full);
+    ferry_echo_url(full, target, sizeof target);
+  } else {
+    snprintf(target, sizeof target, "local GPU %d", gpu);
+  }
   char why[256];
   int helper = 0;
   pthread_mutex_lock(&mig_lock);
@@ -690,7 +717,10 @@ int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, s
     enter_phase(&m, -1);
   }
   if (m.ahead) ferry_recorder_journal_stop(&v->log);
-  if (failed) mig_close_opened(&m);
+  if (failed) {
+    mig_blame_target(&m);
+    mig_close_opened(&m);
+  }
   mig_free(&m);
 
   double total = mig_now_ms() - t0;
@@ -712,8 +742,9 @@ int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, s
   }
   struct ferry_vgpu_status st;
   ferry_vgpu_status(vi, &st);
+  char where[sizeof st.where];
   ferry_log("device %d now runs on %s: %llu records replayed, %.1f MiB copied, "
-            "%.1f ms (paused %.1f ms)", vi, st.where,
+            "%.1f ms (paused %.1f ms)", vi, ferry_echo_where(st.where, where, sizeof where),
             (unsigned long long)records, bytes / 1048576.0, total, st.pause_ms);
   if (getenv("FERRY_STATS"))
     ferry_log("migration stats: device=%d helper=%d records=%llu modules=%llu replay_module_ms=%.3f "
@@ -773,9 +804,22 @@ int ferry_prepare(int vi, const char *target, char *err, size_t errlen) {
   if (!helper && !remote) v->inproc_gpu = gpu;
   pthread_mutex_unlock(&mig_lock);
   struct mig m = {.v = v, .gpu = gpu, .helper = helper, .url = remote ? &url : NULL, .err = err,
-                  .errlen = errlen};
+                  .errlen = errlen, .preparing = 1};
   double t0 = mig_now_ms();
   int failed = mig_open_ahead(&m);
+  /* cancel can no longer reach the connection, which may close now */
+  pthread_mutex_lock(&mig_lock);
+  int cancelled = prepared[vi].cancel;
+  prepared[vi].conn = NULL;
+  pthread_mutex_unlock(&mig_lock);
+  m.preparing = 0;
+  if (cancelled) {
+    char name[320];
+    mig_target_name(&m, name, sizeof name);
+    failed = refuse(err, errlen, "the prepare of device %d on %s was cancelled", vi, name);
+  } else if (failed) {
+    mig_blame_target(&m);
+  }
   if (failed) {
     mig_close_opened(&m);
     mig_free(&m);
@@ -785,6 +829,7 @@ int ferry_prepare(int vi, const char *target, char *err, size_t errlen) {
   prepared[vi] = (struct prepared){.active = !failed, .remote = remote, .url = url, .m = m,
                                    .setup_ms = mig_now_ms() - t0};
   if (failed && !helper && !remote) v->inproc_gpu = -1;
+  pthread_cond_broadcast(&prepare_done);
   pthread_mutex_unlock(&mig_lock);
   return failed ? -1 : 0;
 }
@@ -793,16 +838,22 @@ int ferry_prepare_cancel(int vi, char *err, size_t errlen) {
   if (errlen) err[0] = '\0';
   if (vi < 0 || vi >= FERRY_MAX_VGPUS) return refuse(err, errlen, "no device %d", vi);
   pthread_mutex_lock(&mig_lock);
-  struct prepared p = prepared[vi];
-  if (p.busy) {
-    pthread_mutex_unlock(&mig_lock);
-    return refuse(err, errlen, "a prepare of device %d is running", vi);
+  /* a prepare still opening its target: its connection is cut (a call
+     blocked on it fails now) and it closes what it opened */
+  int aborted = prepared[vi].busy;
+  if (aborted) {
+    prepared[vi].cancel = 1;
+    struct ferry_conn *c = prepared[vi].conn;
+    if (c && c->ops->interrupt) c->ops->interrupt(c);
+    while (prepared[vi].busy) pthread_cond_wait(&prepare_done, &mig_lock);
   }
+  struct prepared p = prepared[vi];
   prepared[vi].active = 0;
   if (p.active && !p.m.helper && !p.remote) ferry.vgpus[vi].inproc_gpu = -1;
   pthread_mutex_unlock(&mig_lock);
+  if (p.active) close_prepared(&ferry.vgpus[vi], &p); /* one that finished meanwhile */
+  if (aborted) return 1;
   if (!p.active) return refuse(err, errlen, "device %d has no prepared target", vi);
-  close_prepared(&ferry.vgpus[vi], &p);
   return 0;
 }
 

@@ -9,6 +9,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
 
 #include "shim/core/vgpu.h"
 
@@ -27,6 +31,9 @@ int ferry_migrate_to(int vgpu, const char *target, char *err, size_t errlen);
    or a server session), while the program runs: the migration to it then
    starts at the hold. cancel closes it; a migration elsewhere drops it */
 int ferry_prepare(int vgpu, const char *target, char *err, size_t errlen);
+/* closes the prepared target (0), or stops a prepare still opening one: it
+   fails ("cancelled"), its target closed, before this returns 1; -1 with
+   the reason in err when there is neither */
 int ferry_prepare_cancel(int vgpu, char *err, size_t errlen);
 /* how long the prepared target took to open; -1 when there is none */
 double ferry_prepared_ms(int vgpu);
@@ -38,6 +45,15 @@ int ferry_migrate_run(int vgpu, int gpu, const struct ferry_url *url, char *err,
 /* text to a target: a local GPU (*remote 0) or a server URL; -1 with why */
 int ferry_migrate_parse_target(const char *text, size_t len, int *gpu, struct ferry_url *url,
                                int *remote, char *why, size_t n);
+
+/* a status's where as messages quote it: a server URL cut as
+   ferry_echo_url cuts it, a local GPU whole */
+static inline const char *ferry_echo_where(const char *where, char *out, size_t n) {
+  if (!strstr(where, "://")) return where;
+  char url[320];
+  snprintf(url, sizeof url, "%.*s", (int)strcspn(where, " "), where); /* without " (connection lost)" */
+  return ferry_echo_url(url, out, n);
+}
 
 /* number of vGPUs, and one's snapshot; -1 when index is out of range */
 int ferry_vgpu_count(void);

@@ -26,9 +26,10 @@ static long long number(const char *s, const char *end, long long max) {
 /* a local GPU's index, or a server URL (tcp://host:port/gpu, ib://...) */
 int ferry_migrate_parse_target(const char *text, size_t len, int *gpu, struct ferry_url *url,
                                int *remote, char *why, size_t n) {
-  char t[300];
+  char t[300], shown[FERRY_ECHO_MAX + 4];
   if (!len || len >= sizeof t) {
-    snprintf(why, n, "'%.*s' is neither a local GPU nor a server URL", (int)len, text);
+    snprintf(why, n, "'%s' is neither a local GPU nor a server URL",
+             ferry_echo(text, len, shown, sizeof shown));
     return -1;
   }
   memcpy(t, text, len);
@@ -40,7 +41,8 @@ int ferry_migrate_parse_target(const char *text, size_t len, int *gpu, struct fe
   }
   char uerr[200];
   if (ferry_url_parse(t, url, uerr, sizeof uerr)) {
-    snprintf(why, n, "'%s' is neither a local GPU nor a server URL (%s)", t, uerr);
+    snprintf(why, n, "'%s' is neither a local GPU nor a server URL (%s)",
+             ferry_echo_url(t, shown, sizeof shown), uerr);
     return -1;
   }
   *remote = 1, *gpu = -1;
@@ -130,8 +132,8 @@ void ferry_migrate_at_launch(int vgpu) {
     /* a refusal is said here: nobody else would see it */
     const struct at *a = &at_list[i];
     if (ferry_migrate_run(vgpu, a->gpu, a->remote ? &a->url : NULL, err, sizeof err, &started) && !started) {
-      char target[320];
-      if (a->remote) ferry_url_format(&a->url, target, sizeof target);
+      char target[320], full[320];
+      if (a->remote) ferry_url_format(&a->url, full, sizeof full), ferry_echo_url(full, target, sizeof target);
       else snprintf(target, sizeof target, "local GPU %d", a->gpu);
       ferry_log("migration of device %d to %s failed: %s", vgpu, target, err);
     }

@@ -31,6 +31,7 @@ struct mig {
   struct ferry_vgpu *v;
   int gpu;
   int helper;               /* onto a ferry-mhelper, else in this process */
+  int preparing;            /* a prepare, which cancel may stop (mig_cuttable) */
   const struct ferry_url *url; /* onto another server session instead (remote to remote) */
   struct ferry_local *L;    /* in this process */
   struct ferry_local *left; /* the one the vGPU left, closed after the hold */
@@ -99,6 +100,19 @@ int mig_ahead(struct mig *m);
 long mig_changed(struct mig *m, const uint64_t *pairs, size_t n, uint64_t **out,
                  uint64_t *unchanged);
 
+/* a prepare's target connection c (NULL: none any more) is where cancel
+   cuts it; 0, or -1 (m->err set) when the prepare was cancelled already.
+   Does nothing for a migration. (migrate.c) */
+int mig_cuttable(struct mig *m, struct ferry_conn *c);
+
+/* the target for messages: "local GPU 1", "local GPU 1 (ferry-mhelper)",
+   or its URL as replies quote it (ferry_echo_url) */
+void mig_target_name(const struct mig *m, char *out, size_t n);
+/* a failure that came from the target's connection going away (a server
+   killed, a helper gone) is said of the target: m->err becomes "<target>:
+   <what happened to it> (<the step that failed>)". The vGPU's own link is
+   not involved, so nothing may blame it. Before mig_close_opened. */
+void mig_blame_target(struct mig *m);
 /* migrate_target.c: each open is done before the hold (0, or -1 with
    m->err); close_opened undoes whichever was opened */
 int mig_open_local(struct mig *m);

@@ -4,6 +4,7 @@
  * another server's session at the same arena addresses; and mem-sync's
  * buffers there, page-locked ahead. migrate.c takes them from here.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,17 +18,39 @@ static int link_target_call(void *ctx, unsigned call, const void *args, void *re
   return ferry_link_call(ctx, call, args, rets, bulk);
 }
 
+void mig_target_name(const struct mig *m, char *out, size_t n) {
+  if (m->url) {
+    char full[320];
+    ferry_url_format(m->url, full, sizeof full);
+    ferry_echo_url(full, out, n);
+  } else {
+    snprintf(out, n, "local GPU %d%s", m->gpu, m->helper ? " (ferry-mhelper)" : "");
+  }
+}
+
 /* a helper is opened, its GPU and staging set up, before the hold */
 int mig_open_helper(struct mig *m) {
   char why[256] = "";
   m->tl = calloc(1, sizeof *m->tl);
   if (!m->tl) return mig_fail(m, "out of memory");
   if (ferry_helper_start(m->v, m->gpu, m->tl, NULL, why, sizeof why)) return mig_fail(m, "%s", why);
+  if (mig_cuttable(m, m->tl->conn)) return -1;
   if (mig_fault("reserve")) return mig_fail(m, "cannot reserve the device arena at the same address "
                                        "(injected fault)");
   if (ferry_staging_open(m->tl, why, sizeof why)) return mig_fail(m, "%s", why);
   m->t = (struct ferry_target){link_target_call, m->tl};
   return 0;
+}
+
+void mig_blame_target(struct mig *m) {
+  struct ferry_link *l = m->tl;
+  if (!m->err || !l || !l->dead) return;
+  const char *why = l->goodbye[0] ? l->goodbye : l->lost;
+  if (!why[0] || strstr(m->err, why)) return; /* said already (the hello) */
+  char name[320], step[256];
+  mig_target_name(m, name, sizeof name);
+  snprintf(step, sizeof step, "%s", m->err);
+  snprintf(m->err, m->errlen, "%s: %s%s%s%s", name, why, step[0] ? " (" : "", step, step[0] ? ")" : "");
 }
 
 void mig_close_link(struct mig *m) {
@@ -44,26 +67,32 @@ void mig_close_link(struct mig *m) {
 }
 
 /* another server's session for the vGPU, at the same arena addresses,
-   opened before the hold like a helper */
+   opened before the hold like a helper. What goes wrong is said of the
+   target, by its URL: the vGPU's own link is not involved. */
 int mig_open_remote(struct mig *m) {
   char why[256] = "";
   struct ferry_vgpu *v = m->v;
   m->tl = calloc(1, sizeof *m->tl);
   if (!m->tl) return mig_fail(m, "out of memory");
-  char name[300];
-  ferry_url_format(m->url, name, sizeof name);
-  ferry_link_init(m->tl, v->index, name);
+  char full[320], name[FERRY_ECHO_MAX + 4];
+  ferry_url_format(m->url, full, sizeof full);
+  mig_target_name(m, name, sizeof name);
+  ferry_link_init(m->tl, v->index, full);
   m->tl->quiet = 1;
   const struct ferry_transport *tr = ferry_transport_find(m->url->scheme, why, sizeof why);
-  if (!tr) return mig_fail(m, "%s", why);
+  if (!tr) return mig_fail(m, "%s: %s", name, why);
   if (!(m->tl->conn = tr->connect(m->url, ferry_connect_timeout_ms(), why, sizeof why)))
     return mig_fail(m, "%s", why);
   if (!(m->tl->reader = malloc(sizeof *m->tl->reader))) return mig_fail(m, "out of memory");
   ferry_reader_init(m->tl->reader, m->tl->conn);
+  if (mig_cuttable(m, m->tl->conn)) return -1;
   struct ferry_hello_rets r;
   if (ferry_link_hello(m->tl, (uint32_t)(m->url->gpu < 0 ? 0 : m->url->gpu),
-                       ferry_arena_base(v->index), &r))
-    return mig_fail(m, "%s: %s", name, m->tl->goodbye[0] ? m->tl->goodbye : "the server refused the session");
+                       ferry_arena_base(v->index), &r, ferry_connect_timeout_ms()))
+    return mig_fail(m, "%s: %s", name,
+                    m->tl->goodbye[0] ? m->tl->goodbye
+                    : m->tl->lost[0]  ? m->tl->lost
+                                      : "the server refused the session");
   /* the program's allocations keep their addresses: the new GPU must map
      memory in the same steps */
   if ((r.granularity ? r.granularity : (2u << 20)) != v->granularity)

@@ -252,6 +252,51 @@ static void test_streams_events() {
   OK(cudaFree(d));
 }
 
+// many device-to-host copies into pinned memory before one synchronize
+// (ferry holds their data on the server until then, up to its
+// --max-deferred): how many calls failed, what the synchronize said, and
+// how many chunks arrived intact. The chunks a refused copy had are left
+// as they were (-1).
+struct DeferredResult {
+  int calls_failed, intact;
+  cudaError_t sync;
+};
+static DeferredResult deferred_copies(int copies, int words) {
+  DeferredResult r = {0, 0, cudaSuccess};
+  const int n = copies * words;
+  int *d = nullptr, *h = nullptr;
+  cudaStream_t s;
+  if (cudaMalloc(&d, n * sizeof(int)) != cudaSuccess || cudaMallocHost((void **)&h, n * sizeof(int)) != cudaSuccess ||
+      cudaStreamCreate(&s) != cudaSuccess) {
+    r.sync = cudaErrorMemoryAllocation;
+    return r;
+  }
+  for (int i = 0; i < n; i++) h[i] = -1;
+  fill_index<<<(n + 255) / 256, 256, 0, s>>>(d, n, 0);
+  for (int k = 0; k < copies; k++)
+    r.calls_failed += cudaMemcpyAsync(h + (size_t)k * words, d + (size_t)k * words, words * sizeof(int),
+                                      cudaMemcpyDeviceToHost, s) != cudaSuccess;
+  r.sync = cudaStreamSynchronize(s);
+  cudaGetLastError();
+  for (int k = 0; k < copies; k++) {
+    int ok = 1;
+    for (int i = k * words; i < (k + 1) * words && ok; i++) ok = h[i] == i;
+    r.intact += ok;
+  }
+  cudaStreamSynchronize(s); // an error is reported once, not again
+  cudaStreamDestroy(s);
+  cudaFreeHost(h);
+  cudaFree(d);
+  return r;
+}
+
+static void test_deferred() {
+  DeferredResult r = deferred_copies(64, 16384); // 64 x 64 KiB: far below any default limit
+  EXPECT(r.calls_failed == 0);
+  EXPECT(r.sync == cudaSuccess);
+  EXPECT(r.intact == 64);
+}
+
 static void test_kernels() {
   double *dout, out[6];
   OK(cudaMalloc(&dout, sizeof out));
@@ -444,11 +489,23 @@ static void test_printf() {
   OK(cudaDeviceSynchronize());
 }
 
-int main() {
+// usage: api_tour                   the tour; exits 1 if any check failed
+//        api_tour deferred N WORDS  only N copies of WORDS ints each, then
+//                                   one synchronize, reported in one line
+int main(int argc, char **argv) {
+  if (argc == 4 && !strcmp(argv[1], "deferred")) {
+    DeferredResult r = deferred_copies(atoi(argv[2]), atoi(argv[3]));
+    // then a few that fit: the refusal was the copies', not the device's
+    DeferredResult after = deferred_copies(2, 1024);
+    printf("deferred: calls_failed=%d sync=%s intact=%d after=%s after_intact=%d\n", r.calls_failed,
+           cudaGetErrorName(r.sync), r.intact, cudaGetErrorName(after.sync), after.intact);
+    return 0;
+  }
   test_device();
   test_memory();
   test_pitch();
   test_streams_events();
+  test_deferred();
   test_kernels();
   test_launch_ex();
   test_symbols();

@@ -10,7 +10,11 @@
 // without migration, and the program checks itself against a host model.
 // usage: migrate_iter [--texture] [--readonly] [ITERATIONS=40 [PAUSE_US=0 [STOP_FILE]]]
 //   PAUSE_US sleeps after each iteration; STOP_FILE ends the run early when
-//   it exists (the output then says how many iterations ran).
+//   it exists (the output then says how many iterations ran). With a
+//   STOP_FILE, a program that has done ITERATIONS holds, every GPU state
+//   alive, until the file exists ("migrate_iter: holding after N
+//   iterations"): the tests bound the work to check at the end, however
+//   long a loaded machine makes them take.
 //   --texture reads the array through a texture object (made and destroyed
 //   in each iteration) instead of a copy to linear memory; the results are
 //   the same. A texture object's handle cannot be kept across a migration,
@@ -295,6 +299,11 @@ int main(int argc, char **argv) {
       fflush(stdout);
     }
     if (pause_us) usleep(pause_us);
+  }
+  if (stop_file && it == iterations) {
+    printf("migrate_iter: holding after %d iterations\n", it);
+    fflush(stdout);
+    while (access(stop_file, F_OK) != 0) usleep(10000);
   }
   CHECK(cudaDeviceSynchronize());
 

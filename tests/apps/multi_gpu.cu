@@ -21,7 +21,9 @@
 //     a CUDA error on device d prints "device d lost: <error>" once, and the
 //     program goes on with the other devices and never calls on d again.
 //   PAUSE_US sleeps after each iteration; STOP_FILE ends the run early when
-//   it exists (every device stops after the same iteration).
+//   it exists (every device stops after the same iteration); a program that
+//   has done ITERATIONS first holds until it exists ("multi_gpu: holding
+//   after N iterations"), so that the tests bound the work to check.
 // Prints "multi_gpu: K devices", "peer i->j: can=<0|1>" for every ordered
 // pair (and "peer i->j enable: <error>" where peer access cannot be had),
 // "multi_gpu: running pid P" after the first iteration; at the end, per
@@ -345,6 +347,11 @@ static void iterate(int first, int n, int leader) {
         fflush(stdout);
       }
       if (it > 0 && g_pause_us) usleep(g_pause_us);
+      if (it >= g_iterations && g_stop_file) {
+        printf("multi_gpu: holding after %d iterations\n", it);
+        fflush(stdout);
+        while (access(g_stop_file, F_OK) != 0) usleep(10000);
+      }
       g_stop = it >= g_iterations || (g_stop_file && access(g_stop_file, F_OK) == 0);
       if (!g_stop) g_ran = it + 1;
     }

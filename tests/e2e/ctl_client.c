@@ -3,14 +3,15 @@
  * sends bytes exactly as given (no newline added, none required), so the
  * tests can send what `ferry` never would: unknown verbs, overlong lines,
  * and a line cut off by a hang-up. CI has no python3 or socat to do this.
- * usage: ctl_client SOCKET [--hangup] < BYTES
+ * usage: ctl_client SOCKET [--hangup | --wait SECONDS] < BYTES
  *   sends stdin; then prints every reply byte until the program closes the
- *   connection or stays silent for 10 s (exit 2 if nothing came back).
- *   --hangup: closes right after sending, without reading.
+ *   connection or stays silent for 10 s, or SECONDS (exit 2 if nothing came
+ *   back). --hangup: closes right after sending, without reading.
  */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -28,8 +29,10 @@ static int send_all(int fd, const char *p, size_t n) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "--hangup"))) {
-    fprintf(stderr, "usage: ctl_client SOCKET [--hangup] < BYTES\n");
+  int hangup = argc == 3 && !strcmp(argv[2], "--hangup");
+  int wait_ms = argc == 4 && !strcmp(argv[2], "--wait") ? atoi(argv[3]) * 1000 : 10000;
+  if (argc < 2 || argc > 4 || (argc == 3 && !hangup) || (argc == 4 && wait_ms <= 0)) {
+    fprintf(stderr, "usage: ctl_client SOCKET [--hangup | --wait SECONDS] < BYTES\n");
     return 64;
   }
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
@@ -50,7 +53,7 @@ int main(int argc, char **argv) {
   int sent_all = 1;
   while (sent_all && (n = fread(buf, 1, sizeof buf, stdin)) > 0)
     sent_all = !send_all(fd, buf, n);
-  if (argc == 3) {
+  if (hangup) {
     close(fd);
     return sent_all ? 0 : 1;
   }
@@ -58,7 +61,7 @@ int main(int argc, char **argv) {
   size_t got = 0;
   for (;;) {
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    int r = poll(&p, 1, 10000);
+    int r = poll(&p, 1, wait_ms);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
     ssize_t m = recv(fd, buf, sizeof buf, 0);

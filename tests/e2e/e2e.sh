@@ -47,6 +47,22 @@ device_assert)
   expect_not_in server.log "Assertion"
   expect_not_in server.log "thread 0 checks"
   ;;
+deferred_refused)
+  # more asynchronous device-to-host copies into pinned memory than the
+  # server holds until a synchronize (--max-deferred 1M, 64 x 64 KiB): the
+  # 16 that fit arrive, the synchronize returns cudaErrorMemoryAllocation,
+  # the program hears why in one line (no line per copy, nothing about
+  # unknown copies), and later copies that fit work again
+  start_sim_server --max-deferred 1M
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+  rc=$(run deferred api_tour deferred 64 16384)
+  [ "$rc" = 0 ] || fail "api_tour deferred exited $rc"
+  expect_in deferred.out "^deferred: calls_failed=0 sync=cudaErrorMemoryAllocation intact=16 after=cudaSuccess after_intact=2$"
+  [ "$(grep -c '^ferry: ' "$work/deferred.err")" = 1 ] || fail "not one line from ferry about the refused copies"
+  expect_in deferred.err "^ferry: device 0 (tcp://127.0.0.1:$port/0): an asynchronous device-to-host copy of 65536 bytes was refused: the server holds at most 1 MiB (--max-deferred)"
+  expect_in deferred.err "returns cudaErrorMemoryAllocation"
+  expect_not_in deferred.err "unknown asynchronous copy"
+  ;;
 api_tour)
   start_sim_server
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
@@ -108,10 +124,12 @@ no_server)
   kill "$server_pid"; wait "$server_pid" 2>/dev/null; server_pid=
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
   start=$(date +%s)
-  rc=$(run vecadd vecadd 1000 1)
+  # refused at once: it must fail long before a connect deadline of 100 s
+  # (a bound that leaves a loaded machine room to start the program)
+  rc=$(FERRY_CONNECT_TIMEOUT=100 run vecadd vecadd 1000 1)
   [ "$rc" != 0 ] || fail "vecadd succeeded without a server"
   [ "$rc" != 124 ] || fail "vecadd hung"
-  [ $(( $(date +%s) - start )) -lt 20 ] || fail "took too long to fail"
+  [ $(( $(date +%s) - start )) -lt 60 ] || fail "took too long to fail"
   expect_in vecadd.err "cannot reach"
   expect_in vecadd.err "no CUDA-capable device"
   ;;
@@ -131,7 +149,7 @@ server_killed)
   until grep -q running "$work/long_run.out" 2>/dev/null; do
     sleep 0.1
     i=$((i + 1))
-    [ $i -lt 300 ] || fail "long_run did not start"
+    [ $i -lt 600 ] || fail "long_run did not start"
   done
   sleep 0.5
   # kill the whole server, sessions included

@@ -39,7 +39,7 @@ start_sim_server() {
   server_pid=$!
   server_pids="$server_pids $server_pid"
   i=0
-  while [ $i -lt 100 ]; do
+  while [ $i -lt 600 ]; do # 60 s and more: a loaded machine starts it slowly
     port=$(sed -n 's/.*listening on tcp:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server.log" |
       sed -n "$((${before:-0} + 1))p")
     [ -n "$port" ] && return 0
@@ -53,6 +53,15 @@ start_sim_server() {
 # ---- programs through `ferry run`, in the foreground or the background ----
 # (the caller has set FERRY_DEVICES; ctl_client is tests/e2e/ctl_client)
 ctl_client=$build/tests/e2e/ctl_client
+
+# ITERATIONS PAUSE_US of migrate_iter in the background: at most 100, then
+# it holds until its STOP_FILE. A run until stopped did more iterations the
+# longer a loaded machine made the steps between take, and its own check at
+# the end and the run without migration it is compared with grew with them
+# (a test that takes 15 s took over 180 s beside two builds); now a loaded
+# machine's runs end at the same count, whose reference is made once. 20 ms
+# between iterations keep it running through the steps of an idle machine.
+LIVE="100 20000"
 
 # run LABEL APP ARGS...: the app through `ferry run`, output in
 # $work/LABEL.out and .err; prints the exit status
@@ -103,6 +112,21 @@ wait_for() {
     [ $i -lt 600 ] || fail "timed out waiting for $what"
     sleep 0.1
   done
+}
+
+# launches_now: the launches of the program's vGPU 0 so far (status)
+launches_now() {
+  "$bin/ferry" status --pid "$pid" --json 2>/dev/null | tr -d '\n' | grep -o '"launches": *[0-9]*' |
+    head -n 1 | grep -o '[0-9]*$'
+}
+went_on() { grep -q "holding after" "$work/$1.out" || [ "$(launches_now)" -gt "$2" ]; }
+# ran_on LABEL: waits until the program launched more than it had (or it
+# holds, its iterations done): it went on after what the test just did,
+# however slow the machine (a fixed sleep may see nothing run)
+ran_on() {
+  n0=$(launches_now)
+  [ -n "$n0" ] || fail "$1: status gives no launch count"
+  wait_for "$1 to go on" went_on "$1" "$n0"
 }
 
 expect_in() { grep -q -- "$2" "$work/$1" || fail "'$2' not found in $1"; }

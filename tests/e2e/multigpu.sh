@@ -33,31 +33,44 @@ devices() {
 }
 
 # the ferry-mhelper processes of this run (by the tag they inherit)
+# (comm is read by the shell itself: a fork per process of a busy machine,
+# a build's hundreds, made each poll slow)
 helpers_of() {
   for p in /proc/[0-9]*; do
-    [ "$(cat "$p/comm" 2>/dev/null)" = ferry-mhelper ] || continue
+    comm=
+    { read -r comm <"$p/comm"; } 2>/dev/null
+    [ "$comm" = ferry-mhelper ] || continue
     tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "FERRY_TEST_TAG=$work" && echo "${p#/proc/}"
   done
 }
-# no_helpers_left: every helper of this run is gone within 10 s
+# no_helpers_left: every helper of this run is gone (within 60 s and more:
+# a loaded machine reaps them slowly)
 no_helpers_left() {
   i=0
   while [ -n "$(helpers_of)" ]; do
     i=$((i + 1))
-    [ $i -lt 100 ] || fail "ferry-mhelper processes left behind: $(helpers_of)"
+    [ $i -lt 600 ] || fail "ferry-mhelper processes left behind: $(helpers_of)"
     sleep 0.1
   done
 }
+
+# ITERATIONS PAUSE_US of multi_gpu in the background: at most 60, then it
+# holds (lib.sh's LIVE says why); a program that must keep calling (a lost
+# device is noticed by a call) runs until stopped instead
+MGPU_LIVE="60 3000"
 
 # sessions_ended N: the server logged the end of at least N sessions
 sessions_ended() { [ "$(grep -c 'session from .* ended' "$work/server.log")" -ge "$1" ]; }
 
 # reference LABEL ARGS...: multi_gpu without migration; $want its checksum
+# (a LABEL that passed already is not run again)
 reference() {
   ref=$1
   shift
-  rc=$(FERRY_CONTROL=off run "$ref" multi_gpu "$@")
-  passed "$ref" "$rc"
+  if ! grep -q "^PASSED" "$work/$ref.out" 2>/dev/null; then
+    rc=$(FERRY_CONTROL=off run "$ref" multi_gpu "$@")
+    passed "$ref" "$rc"
+  fi
   want=$(value "$ref" checksum)
   [ -n "$want" ] || fail "$ref printed no checksum"
 }
@@ -86,7 +99,7 @@ same_live() {
   shift
   n=$(value "$label" iterations)
   [ -n "$n" ] || fail "$label printed no iteration count"
-  reference "ref_$label" "$@" "$n"
+  reference "ref_$(echo "$*" | tr -c 'a-z0-9' _)$n" "$@" "$n"
   same "$label"
 }
 
@@ -175,7 +188,7 @@ policies)
 control)
   start_sim_server
   devices 2
-  start ctl multi_gpu 1000000 3000 "$work/stop"
+  start ctl multi_gpu $MGPU_LIVE "$work/stop"
   "$bin/ferry" migrate --pid "$pid" 1 0 >"$work/m1.log" 2>&1 || fail "ferry migrate 1 0 exited $?"
   "$bin/ferry" migrate --pid "$pid" 0 1 >"$work/m2.log" 2>&1 || fail "ferry migrate 0 1 exited $?"
   grep -q "in ferry-mhelper pid" "$work/m2.log" || fail "the second migration names no helper: $(cat "$work/m2.log")"
@@ -193,7 +206,7 @@ control)
   expect_reply 'migrate 0 1' '^error .*already runs on a local GPU'
   expect_reply 'migrate 1 0' '^error .*already runs on a local GPU'
   expect_reply 'migrate 2 0' '^error no vgpu 2'
-  sleep 0.3 # both go on locally for a while
+  ran_on ctl # both go on locally
   finish
   same_live ctl
   expect_not_in ctl.err "migration of device .* failed"
@@ -224,7 +237,7 @@ program_killed)
   # a program that dies: its helpers follow it, its server sessions end
   start_sim_server
   devices 2
-  FERRY_MHELPER=always start ctl multi_gpu 1000000 3000 "$work/stop"
+  FERRY_MHELPER=always start ctl multi_gpu $MGPU_LIVE "$work/stop"
   unset FERRY_MHELPER
   "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/m.log" 2>&1 || fail "ferry migrate exited $?"
   [ -n "$(helpers_of)" ] || fail "no helper runs after the migration"
@@ -259,7 +272,7 @@ helper_faults)
   devices 2
   for point in reserve replay memsync vars; do
     export FERRY_MHELPER=always
-    FERRY_FAULT=$point FERRY_MIGRATE_AT=0:0:launch=9 start "f$point" multi_gpu 1000000 3000 "$work/stop"
+    FERRY_FAULT=$point FERRY_MIGRATE_AT=0:0:launch=9 start "f$point" multi_gpu $MGPU_LIVE "$work/stop"
     wait_for "the failed migration" grep -q "migration of device 0 to local GPU 0 failed" "$work/f$point.err"
     no_helpers_left
     status_json

@@ -217,7 +217,7 @@ expect_in lonely.err "libcudart.so.13 is in neither .*/lonely/bin/../lib/ferry n
 # migrate_iter moved onto a ferry-mhelper: the installed shim finds the
 # installed helper (lib/ferry/../../bin) with no FERRY_MHELPER_BIN
 export FERRY_LOCAL_BACKEND=sim FERRY_SIM_KERNELS="$apps/app_twins.so" FERRY_MHELPER=always
-FERRY_MIGRATE_AT=0:0:launch=50 start mig migrate_iter 1000000 2000 "$work/stop"
+FERRY_MIGRATE_AT=0:0:launch=50 start mig migrate_iter $LIVE "$work/stop"
 wait_for "the migration" grep -q "now runs on local GPU 0" "$work/mig.err"
 expect_in mig.err "now runs on local GPU 0 in ferry-mhelper pid"
 helper=$(sed -n 's/.*in ferry-mhelper pid \([0-9]*\).*/\1/p' "$work/mig.err" | head -n 1)

@@ -513,7 +513,12 @@ int ferry_prepare(int vgpu, const char *target, char *err, size_t errlen) {
   snprintf(prepared_at[vgpu], sizeof prepared_at[vgpu], "%s", target);
   return 0;
 }
+static int preparing[2]; /* a prepare still opening its target: cancel stops it */
 int ferry_prepare_cancel(int vgpu, char *err, size_t errlen) {
+  if (preparing[vgpu]) {
+    preparing[vgpu] = 0;
+    return 1;
+  }
   if (!prepared_at[vgpu][0]) {
     snprintf(err, errlen, "device %d has no prepared target", vgpu);
     return -1;
@@ -533,6 +538,8 @@ static void test_prepare_cancel(void **state) {
                       "error device 1 already has a prepared target (cancel it first)");
   assert_string_equal(handle("cancel 1"), "ok vgpu 1: its prepared target is closed");
   assert_string_equal(handle("cancel 1"), "error device 1 has no prepared target");
+  preparing[1] = 1;
+  assert_string_equal(handle("cancel 1"), "ok vgpu 1: its prepare is stopped");
   assert_string_equal(handle("prepare 0 tcp://b:7420/0"), "ok vgpu 0 prepared on tcp://b:7420/0 (131.2 ms)");
   assert_string_equal(handle("prepare 5 0"), "error no vgpu 5: this program has 2 (0..1)");
   assert_string_equal(handle("prepare 0"),
@@ -552,9 +559,19 @@ static void test_migrate_to_server(void **state) {
   assert_string_equal(last_target, "tcp://gpunode2:7420/3");
   assert_string_equal(handle("migrate 0 ib2://x/0"),
                       "error 'ib2://x/0' is neither a local GPU nor a server URL");
+  /* a long URL is quoted cut in its host (32 bytes of it), its end kept */
+  char line[256], host[61];
+  memset(host, 'b', 60);
+  host[60] = '\0';
+  snprintf(line, sizeof line, "migrate 1 tcp://%s:7420/3", host);
+  assert_string_equal(handle(line), "ok vgpu 1 now on tcp://bbbbbbbbbbbbbbbbbbb...:7420/3 (3.2 ms)");
+  memset(prepared_at, 0, sizeof prepared_at);
+  snprintf(line, sizeof line, "prepare 1 tcp://%s:7420/3", host);
+  assert_string_equal(handle(line), "ok vgpu 1 prepared on tcp://bbbbbbbbbbbbbbbbbbb...:7420/3 (131.2 ms)");
+  memset(prepared_at, 0, sizeof prepared_at);
   /* not a URL and not a number: the parser's refusal, the engine never asked */
   assert_string_equal(handle("migrate 0 gpunode2"), "error local GPU 'gpunode2' is not a number");
-  assert_int_equal(migrate_calls, 2);
+  assert_int_equal(migrate_calls, 3);
 }
 
 static void test_migrate_ok(void **state) {

@@ -247,7 +247,8 @@ struct got {
   size_t sizes[8];
   int n;
 };
-static int on_deferred(void *ctx, uint64_t token, const void *p, size_t n) {
+static int on_deferred(void *ctx, uint64_t token, const void *p, size_t n, const char *refused) {
+  assert_null(refused); /* no limit set here */
   struct got *g = ctx;
   assert_true(g->n < 8);
   g->tokens[g->n] = token;

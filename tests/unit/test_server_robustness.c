@@ -1237,10 +1237,13 @@ static long vm_field_kib(pid_t pid, const char *field) {
 }
 
 /* DEFERRED frames up to the REPLY of the synchronize that follows them:
-   tokens and sizes in order, data checked against want */
+   tokens and sizes in order, data checked against want; *refused counts
+   those that came with no data and why ([token, why]) */
+static int refused_count;
 static int32_t collect_deferred(int fd, uint64_t *tokens, uint64_t *sizes, int *n,
                                 const unsigned char *want, int32_t *async_st) {
   *n = 0;
+  refused_count = 0;
   for (;;) {
     struct reply r;
     assert_int_equal(raw_frame(fd, &r, 10000), 0);
@@ -1257,6 +1260,14 @@ static int32_t collect_deferred(int fd, uint64_t *tokens, uint64_t *sizes, int *
     assert_int_equal(msgpack_unpack(r.body, r.h.body_len, &off, &z, &o), MSGPACK_UNPACK_SUCCESS);
     tokens[*n] = o.via.array.ptr[0].via.u64;
     sizes[*n] = r.h.bulk_len;
+    if (o.via.array.size == 2) { /* refused: the reason names the limit */
+      assert_int_equal(o.via.array.ptr[1].type, MSGPACK_OBJECT_STR);
+      assert_int_equal(r.h.bulk_len, 0);
+      char why[256];
+      snprintf(why, sizeof why, "%.*s", (int)o.via.array.ptr[1].via.str.size, o.via.array.ptr[1].via.str.ptr);
+      assert_non_null(strstr(why, "at most 8 MiB (--max-deferred)"));
+      refused_count++;
+    }
     msgpack_zone_destroy(&z);
     if (r.h.bulk_len) assert_memory_equal(r.bulk, want, r.h.bulk_len);
     (*n)++;
@@ -1356,6 +1367,7 @@ static void test_deferred_copies_bounded(void **state) {
     with_data += sizes[i] == mib4;
   }
   assert_int_equal(with_data, 2); /* 8 MiB of 4 MiB copies */
+  assert_int_equal(refused_count, N - 2); /* each of the others says why */
   long grew = vm_hwm_kib(child) - before;
   if (grew > 24 * 1024) fail_msg("the session grew by %ld KiB for %d MiB of copies", grew, 4 * N);
   assert_true(srv_log_has(&s, "(--max-deferred)", 2000));
