@@ -36,6 +36,19 @@ foreach(app mig_regions mig_iterative helper_bench)
   list(APPEND FERRY_MIG_BENCH_APPS ${CMAKE_BINARY_DIR}/bench/${app})
 endforeach()
 add_custom_target(ferry_bench_mig_apps ALL DEPENDS ${FERRY_MIG_BENCH_APPS})
+
+# GPU work at native speed (issue 24): kernel times by events and loops of
+# asynchronous work, both runtime builds (bench/run_kernel_time_gpu.sh)
+set(FERRY_KT ${CMAKE_BINARY_DIR}/bench/kernel_time)
+add_custom_command(
+  OUTPUT ${FERRY_KT} ${FERRY_KT}_static
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/bench
+  COMMAND ${FERRY_NVCC} -cudart shared -arch=sm_90 -O2 -o ${FERRY_KT} ${CMAKE_SOURCE_DIR}/bench/apps/kernel_time.cu
+  COMMAND ${FERRY_NVCC} -arch=sm_90 -O2 -o ${FERRY_KT}_static ${CMAKE_SOURCE_DIR}/bench/apps/kernel_time.cu
+  DEPENDS ${CMAKE_SOURCE_DIR}/bench/apps/kernel_time.cu ${CMAKE_SOURCE_DIR}/tests/apps/cuda_check.h
+  COMMENT "nvcc kernel_time.cu (-cudart shared and static)"
+  VERBATIM)
+add_custom_target(ferry_bench_kernel_time ALL DEPENDS ${FERRY_KT} ${FERRY_KT}_static)
 # CPU twins of their kernels, for runs on the simulation (FERRY_BENCH_SIM=1)
 add_library(bench_twins MODULE ${CMAKE_SOURCE_DIR}/bench/twins/bench_twins.c)
 set_target_properties(bench_twins PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
