@@ -42,6 +42,13 @@ struct ferry_conn_ops {
      ETIMEDOUT (0: wait for ever); NULL where the backend cannot tell */
   int (*set_timeout)(struct ferry_conn *c, int ms);
   void (*close)(struct ferry_conn *c);
+  /* wakes every thread blocked on the connection and fails what follows,
+     without freeing it (close still must come); NULL where not supported */
+  void (*shutdown)(struct ferry_conn *c);
+  /* the numeric IP address of this end (local) or of the peer, so that
+     more connections can be opened beside this one; 0, or -1. NULL where
+     the backend has no IP address of its own (shm) */
+  int (*addr)(struct ferry_conn *c, int local, char *host, size_t n, int *port);
 };
 struct ferry_conn {
   const struct ferry_conn_ops *ops;
@@ -53,6 +60,9 @@ struct ferry_listener_ops {
   /* blocks; returns NULL with errno set (EINTR lets the caller reap children) */
   struct ferry_conn *(*accept)(struct ferry_listener *l);
   void (*close)(struct ferry_listener *l);
+  /* accept, waiting at most ms milliseconds: NULL with ETIMEDOUT when none
+     came (NULL op: the backend cannot) */
+  struct ferry_conn *(*accept_within)(struct ferry_listener *l, int ms);
 };
 struct ferry_listener {
   const struct ferry_listener_ops *ops;
@@ -66,6 +76,8 @@ struct ferry_transport {
                                 size_t errlen);
   struct ferry_listener *(*listen)(const struct ferry_url *url, char *err, size_t errlen);
 };
+/* the port a listener bound (port 0 asks for any); -1 where it has none */
+int ferry_listener_port(const struct ferry_listener *l);
 
 /* NULL with a reason in err when the scheme is unknown or not built in */
 const struct ferry_transport *ferry_transport_find(const char *scheme, char *err, size_t errlen);
