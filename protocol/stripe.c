@@ -100,7 +100,7 @@ static int lane_main(void *ctx, unsigned i) {
 
 int ferry_stripes_move(struct ferry_stripes *s, int send, uint64_t seq, uint64_t total,
                        uint64_t pos, void *buf, uint64_t len) {
-  if (s->broken) {
+  if (__atomic_load_n(&s->broken, __ATOMIC_ACQUIRE)) {
     errno = ECONNRESET;
     return -1;
   }
@@ -114,7 +114,7 @@ int ferry_stripes_move(struct ferry_stripes *s, int send, uint64_t seq, uint64_t
   /* one lane failed: the others' peers may wait for pieces that will never
      come, so every connection is cut; the session is over */
   int e = errno;
-  s->broken = 1;
+  __atomic_store_n(&s->broken, 1, __ATOMIC_RELEASE);
   for (unsigned i = 0; i < s->n; i++)
     if (s->conn[i]->ops->shutdown) s->conn[i]->ops->shutdown(s->conn[i]);
   errno = e;

@@ -75,7 +75,7 @@ struct ferry_stripes {
   struct ferry_conn *conn[FERRY_STRIPE_MAX];
   struct ferry_crew *crew[2]; /* 0 sends, 1 receives */
   uint64_t seq[2];            /* the last transfer of each direction */
-  int broken;                 /* a connection failed: nothing moves any more */
+  int broken;                 /* atomic: a connection failed, nothing moves any more */
   uint64_t bytes[2], transfers[2]; /* moved so far (statistics, tests) */
   int fault_lane;             /* tests: this lane fails mid-transfer (-1: none) */
   uint64_t fault_at;          /* ... at this transfer (both directions counted) */

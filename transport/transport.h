@@ -13,12 +13,13 @@
 #define FERRY_DEFAULT_PORT 7420    /* tcp:// */
 #define FERRY_DEFAULT_IB_PORT 7421 /* ib:// (its TCP bootstrap port) */
 
-/* tcp://host:port/gpu ; port and gpu are optional */
+/* tcp://host:port/gpu?streams=N ; port, gpu and the query are optional */
 struct ferry_url {
   char scheme[8];
   char host[256];
   int port;
   int gpu; /* -1 when the URL names none */
+  int streams; /* ?streams=N (tcp:// only, 1 to 16): FERRY_STREAMS for it; 0 unset */
 };
 /* returns 0, or -1 with a reason in err */
 int ferry_url_parse(const char *text, struct ferry_url *url, char *err, size_t errlen);

@@ -218,6 +218,7 @@ int ferry_connect_vgpu(struct ferry_vgpu *v) {
   ferry_reader_init(l->reader, l->conn);
   uint64_t base = ferry_arena_base(v->index);
   struct ferry_hello_rets r;
+  l->streams = v->url.streams;
   int rc = ferry_link_hello(l, (uint32_t)v->url.gpu, base, &r);
   if (rc) return rc == cudaErrorInvalidDevice ? rc : cudaErrorNoDevice;
   if ((rc = take_device(v, &r))) return rc;

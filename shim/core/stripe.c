@@ -59,7 +59,7 @@ static struct ferry_conn *open_lane(const struct ferry_url *u, unsigned lane, co
 
 void ferry_link_stripes_open(struct ferry_link *l) {
   pthread_once(&streams_once, read_streams);
-  unsigned n = streams;
+  unsigned n = l->streams > 0 ? (unsigned)l->streams : streams;
   char host[256], why[300] = "";
   if (n < 2 || !l->conn || !l->conn->ops->addr) return; /* tcp:// only */
   if (l->conn->ops->addr(l->conn, 0, host, sizeof host, NULL)) return;
@@ -68,7 +68,7 @@ void ferry_link_stripes_open(struct ferry_link *l) {
   int rc = ferry_link_call(l, FERRY_CALL_stripe_open, &oa, &or_, NULL);
   if (rc || or_.key.len != FERRY_STRIPE_KEY_LEN || !or_.port || or_.port > 65535) {
     if (!l->dead)
-      ferry_log("device %d: FERRY_STREAMS=%u: %s offers no data connections (%s); large copies "
+      ferry_log("device %d: %u streams: %s offers no data connections (%s); large copies "
                 "use the one connection", l->vgpu, n, l->name,
                 rc ? cudaGetErrorString((cudaError_t)rc) : "a malformed answer");
     return;
@@ -101,7 +101,7 @@ void ferry_link_stripes_open(struct ferry_link *l) {
   }
   if (l->dead) return;
   if (!l->stripes) {
-    ferry_log("device %d: FERRY_STREAMS=%u: cannot open data connections to %s port %u (%s); "
+    ferry_log("device %d: %u streams: cannot open data connections to %s port %u (%s); "
               "large copies use the one connection", l->vgpu, n, host, or_.port, why);
     return;
   }

@@ -77,6 +77,7 @@ struct ferry_link {
      under call_lock. striped: bytes moved over them, sent and received */
   struct ferry_stripes *stripes;
   uint64_t striped[2];
+  int streams; /* its URL's ?streams=N, else 0 (FERRY_STREAMS decides) */
 };
 
 struct ferry_vgpu {

@@ -61,6 +61,7 @@ int mig_open_remote(struct mig *m) {
   if (!(m->tl->reader = malloc(sizeof *m->tl->reader))) return mig_fail(m, "out of memory");
   ferry_reader_init(m->tl->reader, m->tl->conn);
   struct ferry_hello_rets r;
+  m->tl->streams = m->url->streams;
   if (ferry_link_hello(m->tl, (uint32_t)(m->url->gpu < 0 ? 0 : m->url->gpu),
                        ferry_arena_base(v->index), &r))
     return mig_fail(m, "%s: %s", name, m->tl->goodbye[0] ? m->tl->goodbye : "the server refused the session");

@@ -7,7 +7,8 @@
 # connection killed mid-copy fails that copy cleanly, without a hang; a
 # connection with a wrong key is refused and the session goes on; an
 # unreachable data port costs one line and the program goes on with one
-# connection; bad FERRY_STREAMS values are refused in one line.
+# connection; bad FERRY_STREAMS values are refused in one line; a URL's
+# ?streams=N overrides FERRY_STREAMS.
 # usage: stripe.sh BUILD_DIR CASE
 set -u
 build=$(cd "$1" && pwd)
@@ -47,6 +48,13 @@ streams)
     fi
     expect_not_in "s$n.err" "data connections"
   done
+  # the URL's ?streams=N wins over FERRY_STREAMS
+  rc=$(FERRY_DEVICES="$FERRY_DEVICES?streams=4" run url4 big_copies 8)
+  passed url4 "$rc"
+  [ "$(striped url4 out)" != 0 ] || fail "?streams=4 striped nothing"
+  rc=$(FERRY_STREAMS=4 FERRY_DEVICES="$FERRY_DEVICES?streams=1" run url1 big_copies 8)
+  passed url1 "$rc"
+  [ "$(striped url1 out)" = 0 ] || fail "?streams=1 striped"
   ;;
 kill)
   # the last data connection dies half-way through the 1st striped copy (host
