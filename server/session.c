@@ -250,8 +250,19 @@ static void stripe_failed(struct session *s, const char *what) {
   s->broken = 1;
 }
 
+/* tests (FERRY_FAULT=stripe_stall): the session goes silent for 10 s
+   before the first striped bytes it sends, as a stopped server would */
+static void stall_once(void) {
+  static int done;
+  const char *f = getenv("FERRY_FAULT");
+  if (done || !f || strcmp(f, "stripe_stall")) return;
+  done = 1;
+  nanosleep(&(struct timespec){10, 0}, NULL);
+}
+
 static int stripe_send(struct session *s, uint64_t seq, uint64_t total, uint64_t pos, const void *p,
                        size_t n) {
+  stall_once();
   if (ferry_stripes_move(s->stripe.set, 1, seq, total, pos, (void *)p, n)) {
     stripe_failed(s, "sending");
     return -1;

@@ -5,7 +5,8 @@
 # really used (FERRY_STATS counts the bytes that went over them, the server
 # says so); a migration with FERRY_STREAMS=4 gives the same checksum; a data
 # connection killed mid-copy fails that copy cleanly, without a hang; a
-# connection with a wrong key is refused and the session goes on; an
+# connection with a wrong key is refused and the session goes on; a
+# silent session fails the copy after FERRY_CALL_TIMEOUT; an
 # unreachable data port costs one line and the program goes on with one
 # connection; bad FERRY_STREAMS values are refused in one line; a URL's
 # ?streams=N overrides FERRY_STREAMS.
@@ -134,6 +135,17 @@ migrate)
   [ "$(grep -c "large copies striped over 4 data connections" "$work/server.log")" -ge 6 ] ||
     fail "the sessions of the moves did not stripe"
   expect_not_in chain.err "data connections"
+  ;;
+silent)
+  # the session stops sending half-way through a striped copy to the host:
+  # after FERRY_CALL_TIMEOUT the copy fails with one line, as on the
+  # session's own connection
+  FERRY_FAULT=stripe_stall start_sim_server
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0 FERRY_STREAMS=4
+  rc=$(FERRY_CALL_TIMEOUT=1 run silent big_copies 8)
+  [ "$rc" = 3 ] || fail "exited $rc, expected 3 (a CUDA error)"
+  expect_in silent.out "cudaMemcpy(back, d_b, n, cudaMemcpyDeviceToHost) -> cudaErrorDevicesUnavailable"
+  expect_in silent.err "lost connection to .* while receiving copy data over a data connection: nothing came from it for 1 s"
   ;;
 bad_values)
   start_sim_server
