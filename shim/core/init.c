@@ -222,6 +222,7 @@ int ferry_connect_vgpu(struct ferry_vgpu *v) {
   int rc = ferry_link_hello(l, (uint32_t)v->url.gpu, base, &r);
   if (rc) return rc == cudaErrorInvalidDevice ? rc : cudaErrorNoDevice;
   if ((rc = take_device(v, &r))) return rc;
+  ferry_link_stripes_open(l); /* after take_device: its call reuses r's strings' buffer */
   ferry_debug("device %d: %s at %s", v->index, v->name, v->url_text);
   return 0;
 }

@@ -66,9 +66,9 @@ void ferry_expect_generation(struct ferry_vgpu *v, uint64_t gen); /* v NULL: sto
 int ferry_stale(struct ferry_vgpu *v);
 
 /* ---- FERRY_STREAMS (stripe.c) ---- */
-/* after l's hello: opens its data connections when FERRY_STREAMS asks for
-   them and l is a tcp link; failing, one line, and l keeps its one
-   connection */
+/* after l's hello (and once its answer is read: this makes calls on l):
+   opens its data connections when FERRY_STREAMS or the URL asks for them
+   and l is a tcp link; failing, one line, and l keeps its one connection */
 void ferry_link_stripes_open(struct ferry_link *l);
 /* whether a copy of n bytes goes striped on l */
 int ferry_link_striped(const struct ferry_link *l, uint64_t n);

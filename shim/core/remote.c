@@ -432,9 +432,8 @@ int ferry_link_call(struct ferry_link *l, unsigned call, const void *args, void 
   const void *in = bulk ? bulk->in : NULL;
   uint64_t in_len = bulk ? bulk->in_len : 0;
   int inline_bulk = in_len <= 64 * 1024;
-  /* only the plain copy's bytes are striped: the other BULK_IN calls
-     (2D, 3D, modules) read theirs as the single stream they are */
-  int striped = call == FERRY_CALL_memcpy_htod && ferry_link_striped(l, in_len);
+  /* any call's bulk may go striped: the session reads it in order either way */
+  int striped = ferry_link_striped(l, in_len);
   pthread_mutex_lock(&l->call_lock);
   pthread_mutex_lock(&l->send_lock);
   if (l->dead) {
@@ -492,10 +491,8 @@ int ferry_link_hello(struct ferry_link *l, uint32_t gpu, uint64_t arena_base,
     if (!l->dead && !l->quiet) ferry_log("device %d (%s) refused the session: %s", l->vgpu, l->name,
                             cudaGetErrorString((cudaError_t)rc));
     __atomic_store_n(&l->dead, 1, __ATOMIC_RELAXED);
-    return rc;
   }
-  ferry_link_stripes_open(l);
-  return 0;
+  return rc;
 }
 
 void ferry_link_close(struct ferry_link *l) {

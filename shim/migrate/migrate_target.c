@@ -70,6 +70,7 @@ int mig_open_remote(struct mig *m) {
   if ((r.granularity ? r.granularity : (2u << 20)) != v->granularity)
     return mig_fail(m, "%s maps device memory in steps of %llu bytes, device %d's in %llu", name,
                 (unsigned long long)r.granularity, v->index, (unsigned long long)v->granularity);
+  ferry_link_stripes_open(m->tl);
   m->t = (struct ferry_target){link_target_call, m->tl};
   return 0;
 }
