@@ -711,10 +711,6 @@ static int serve_one(struct session *s, const struct ferry_frame *h) {
     s->in_seq = ferry_stripes_begin(s->stripe.set, 0);
     s->in_pos = 0;
   }
-  if (h->kind == FERRY_CALL_stripe_open || h->kind == FERRY_CALL_stripe_attach) {
-    memset(s->rets, 0, s->rets_size);
-    return serve_stripe(s);
-  }
   if (flags & LAUNCHES) s->device_ran = 1;
   struct ferry_bulk_in in = {.len = h->bulk_len, .read = bulk_in_read, .ctx = s};
   struct ferry_bulk_out out = {.begin = bulk_out_begin, .write = bulk_out_write, .ctx = s};
@@ -729,6 +725,8 @@ static int serve_one(struct session *s, const struct ferry_frame *h) {
   s->in_call = 1;
   s->reply_started = 0;
   pthread_mutex_unlock(&s->send_mu);
+  if (h->kind == FERRY_CALL_stripe_open || h->kind == FERRY_CALL_stripe_attach)
+    return serve_stripe(s);
   int status = ferry_exec_call(s->ex, s->call, s->args, s->rets, &io);
   ferry_debug("%s -> %d", ferry_calls[s->call].name, status);
   count_call(s, status);
