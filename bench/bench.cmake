@@ -1,5 +1,7 @@
 # Benchmark programs; bench/run_gpu.sh runs them and writes bench/results/.
 add_executable(ferry-bench-tcp ${CMAKE_SOURCE_DIR}/bench/tcp_raw.c)
+add_executable(ferry-bench-tcp-streams ${CMAKE_SOURCE_DIR}/bench/tcp_streams.c)
+target_link_libraries(ferry-bench-tcp-streams PRIVATE Threads::Threads)
 set(FERRY_BENCH_APP ${CMAKE_BINARY_DIR}/bench/bench_calls)
 add_custom_command(
   OUTPUT ${FERRY_BENCH_APP}

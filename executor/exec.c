@@ -219,6 +219,20 @@ int ferry_x_hello(struct ferry_exec *ex, const struct ferry_hello_args *a,
   return EXEC_INVALID_VALUE; /* the server answers hello with ferry_exec_describe */
 }
 
+/* data connections are the session's (server/stripe.c); a peer without a
+   session (local mode) has none */
+int ferry_x_stripe_open(struct ferry_exec *ex, const struct ferry_stripe_open_args *a,
+                        struct ferry_stripe_open_rets *r, struct ferry_io *io) {
+  (void)ex, (void)a, (void)r, (void)io;
+  return EXEC_INVALID_VALUE;
+}
+
+int ferry_x_stripe_attach(struct ferry_exec *ex, const struct ferry_stripe_attach_args *a,
+                          struct ferry_stripe_attach_rets *r, struct ferry_io *io) {
+  (void)ex, (void)a, (void)r, (void)io;
+  return EXEC_INVALID_VALUE;
+}
+
 /* calling through the exact type: one thunk per call */
 typedef int (*exec_handler)(struct ferry_exec *, const void *, void *, struct ferry_io *);
 #define FERRY_CALL(id, name, flags, args, rets)                                                \

@@ -16,7 +16,7 @@
 #include <stddef.h>
 
 #define FERRY_MAGIC 0x31595246u /* "FRY1" little endian */
-#define FERRY_PROTOCOL_VERSION 5u
+#define FERRY_PROTOCOL_VERSION 6u
 #define FERRY_MAX_BODY (1u << 20)          /* msgpack body; params are <= 32 KiB */
 #define FERRY_MAX_BULK (1ull << 40)        /* sanity bound for a single transfer */
 #define FERRY_MAX_LAUNCH_ATTRS 16u         /* launch attributes in one launch's attrs blob */
@@ -40,7 +40,7 @@ enum {
 struct ferry_frame {
   uint32_t magic;
   uint16_t kind;         /* call id or FERRY_KIND_* */
-  uint16_t flags;        /* reserved, must be 0 */
+  uint16_t flags;        /* 0, or FERRY_FRAME_STRIPED */
   int32_t status;        /* reply: cudaError_t of the call */
   int32_t async_status;  /* reply: first error latched by earlier ASYNC calls */
   uint32_t body_len;
@@ -48,6 +48,11 @@ struct ferry_frame {
   uint64_t bulk_len;
 };
 _Static_assert(sizeof(struct ferry_frame) == 32, "frame header is 32 bytes");
+
+/* the frame's bulk_len bytes travel as pieces over the session's data
+   connections (protocol/stripe.h), not after the body; a striped reply
+   still ends with its 4-byte final status on this connection */
+#define FERRY_FRAME_STRIPED 0x1u
 
 /* field types used by calls.def */
 typedef uint32_t ferry_u32;

@@ -86,6 +86,26 @@ int session_check_hello(const struct server_opts *opts, const struct ferry_hello
    (none when status is 0), then a GOODBYE with reason. 0, or -1 out of memory. */
 int session_refusal(struct ferry_buf *out, int32_t status, const char *reason);
 
+/* FERRY_STREAMS, the session's side (stripe.c): stripe_open makes a
+   listener beside the control connection and a key; stripe_attach takes
+   the data connections that present it. The parent process plays no part. */
+struct ferry_stripes;
+struct server_stripe {
+  struct ferry_listener *l; /* between open and attach */
+  unsigned want;
+  uint8_t key[32];
+  struct ferry_stripes *set; /* attached: the data connections */
+};
+/* a cudaError_t; the port and key for the reply (key: 32 bytes in st) */
+int server_stripe_open(struct server_stripe *st, struct ferry_conn *control, uint32_t streams,
+                       uint32_t *port, const char **why);
+/* takes `streams` data connections (the client's count) within a short
+   deadline, refusing any with a wrong key; the count taken (0 or the
+   count asked for). timeout_ms: the data connections' FERRY_CALL_TIMEOUT */
+unsigned server_stripe_attach(struct server_stripe *st, uint32_t streams, int timeout_ms,
+                              const char *peer, int quiet);
+void server_stripe_close(struct server_stripe *st);
+
 /* device output: stdout (printf) and stderr (a failed device assert) */
 #define CAPTURE_STREAMS 2
 struct capture_out {

@@ -27,6 +27,7 @@
 #include "common/log.h"
 #include "executor/exec.h"
 #include "protocol/codec.h"
+#include "protocol/stripe.h"
 #include "transport/reader.h"
 
 /* bulk replies up to this size are held and sent with their header and
@@ -68,6 +69,12 @@ struct session {
   uint32_t keepalive_ms;
   int in_call, reply_started;
   uint64_t last_send_ms;
+  /* FERRY_STREAMS: the data connections (stripe.c), and the striped bulk
+     of the current call: in, the client's bytes; out, the reply's */
+  struct server_stripe stripe;
+  uint32_t client_timeout_ms; /* the client's FERRY_CALL_TIMEOUT, 0: none */
+  int in_striped, out_striped;
+  uint64_t in_seq, in_pos, out_seq;
   /* every read of the connection goes through here: it may already hold
      bytes of the next frame. Last, as it is large. */
   struct ferry_reader rd;
@@ -228,6 +235,42 @@ static void send_goodbye(struct session *s, const char *reason) {
   send_frame(s, FERRY_KIND_GOODBYE, 0, 0, s->out.data, s->out.len, NULL, 0, 0);
 }
 
+/* ---- striped bulk bytes (protocol/stripe.h) ---- */
+
+/* bulk bytes the server sends go striped when there are data connections
+   and the copy is large */
+static int stripe_this(const struct session *s, uint64_t n) {
+  return s->stripe.set && n >= FERRY_STRIPE_MIN_BULK;
+}
+
+static void stripe_failed(struct session *s, const char *what) {
+  if (!s->broken)
+    set_reason(s, "a data connection failed %s: %s", what,
+               errno == ECONNRESET || errno == EPIPE ? "client disconnected" : strerror(errno));
+  s->broken = 1;
+}
+
+/* tests (FERRY_FAULT=stripe_stall): the session goes silent for 10 s
+   before the first striped bytes it sends, as a stopped server would */
+static void stall_once(void) {
+  static int done;
+  const char *f = getenv("FERRY_FAULT");
+  if (done || !f || strcmp(f, "stripe_stall")) return;
+  done = 1;
+  nanosleep(&(struct timespec){10, 0}, NULL);
+}
+
+static int stripe_send(struct session *s, uint64_t seq, uint64_t total, uint64_t pos, const void *p,
+                       size_t n) {
+  stall_once();
+  if (ferry_stripes_move(s->stripe.set, 1, seq, total, pos, (void *)p, n)) {
+    stripe_failed(s, "sending");
+    return -1;
+  }
+  STAT_ADD(s, bytes_out, n);
+  return 0;
+}
+
 /* a small fixed buffer for the DEFERRED body, so deferred copies cost no malloc */
 struct small_buf {
   char data[256];
@@ -254,7 +297,16 @@ static int send_deferred(void *ctx, uint64_t token, const void *p, size_t n, con
   if (msgpack_pack_array(&pk, refused ? 2 : 1) || msgpack_pack_uint64(&pk, token) ||
       (refused && (msgpack_pack_str(&pk, why) || msgpack_pack_str_body(&pk, refused, why))))
     return -1;
-  return send_frame(s, FERRY_KIND_DEFERRED, 0, 0, b.data, b.len, p, n, n);
+  if (!stripe_this(s, n)) return send_frame(s, FERRY_KIND_DEFERRED, 0, 0, b.data, b.len, p, n, n);
+  /* the header first: the client starts receiving the pieces when it reads it */
+  struct ferry_frame h = {.magic = FERRY_MAGIC, .kind = FERRY_KIND_DEFERRED,
+                          .flags = FERRY_FRAME_STRIPED, .body_len = (uint32_t)b.len, .bulk_len = n};
+  struct iovec iov[2] = {{&h, sizeof h}, {b.data, b.len}};
+  if (sendv(s, iov, 2, 0)) {
+    conn_failed(s);
+    return -1;
+  }
+  return stripe_send(s, ferry_stripes_begin(s->stripe.set, 1), n, 0, p, n);
 }
 
 /* everything that must reach the client before a reply: finished deferred
@@ -296,7 +348,13 @@ static int encode_rets(struct session *s) {
 static int bulk_in_read(void *ctx, void *dst, size_t n) {
   struct session *s = ctx;
   if (n > s->in_left) return -1; /* the executor asked for more than the client sent */
-  if (ferry_read(&s->rd, dst, n)) {
+  if (s->in_striped) {
+    if (ferry_stripes_move(s->stripe.set, 0, s->in_seq, s->in_pos + s->in_left, s->in_pos, dst, n)) {
+      stripe_failed(s, "receiving");
+      return -1;
+    }
+    s->in_pos += n;
+  } else if (ferry_read(&s->rd, dst, n)) {
     conn_failed(s);
     return -1;
   }
@@ -313,12 +371,17 @@ static int bulk_out_begin(void *ctx, uint64_t len) {
   s->out_begun = 1;
   s->out_total = len;
   s->out_sent = 0;
+  /* the header goes out with the first bytes as ever; the bytes themselves
+     over the data connections, and the final status after the last */
+  s->out_striped = stripe_this(s, len);
+  if (s->out_striped) s->out_seq = ferry_stripes_begin(s->stripe.set, 1);
   /* the header waits for the first bytes (and, for a small reply, the
      trailer): s->out keeps the encoded rets until then */
   s->held = 1;
   s->hold_len = 0;
   s->held_hdr = (struct ferry_frame){.magic = FERRY_MAGIC,
                                      .kind = FERRY_KIND_REPLY,
+                                     .flags = s->out_striped ? FERRY_FRAME_STRIPED : 0,
                                      .async_status = ferry_exec_take_async_error(s->ex),
                                      .body_len = (uint32_t)s->out.len,
                                      .bulk_len = len};
@@ -349,6 +412,10 @@ static int bulk_out_write(void *ctx, const void *p, size_t n) {
   struct session *s = ctx;
   if (!s->out_begun || n > s->out_total - s->out_sent) return -1;
   s->out_sent += n;
+  if (s->out_striped) {
+    if (s->held && send_held(s, NULL, 0, NULL, 0)) return -1;
+    return stripe_send(s, s->out_seq, s->out_total, s->out_sent - n, p, n);
+  }
   if (s->held && s->out_total <= HOLD_MAX) { /* small: all of it goes with the trailer */
     memcpy(s->hold_buf + s->hold_len, p, n);
     s->hold_len += n;
@@ -362,12 +429,7 @@ static int discard_bulk(struct session *s) {
   char sink[65536];
   while (s->in_left) {
     size_t k = s->in_left > sizeof sink ? sizeof sink : (size_t)s->in_left;
-    if (ferry_read(&s->rd, sink, k)) {
-      conn_failed(s);
-      return -1;
-    }
-    STAT_ADD(s, bytes_in, k);
-    s->in_left -= k;
+    if (bulk_in_read(s, sink, k)) return -1;
   }
   return 0;
 }
@@ -388,7 +450,7 @@ static int pad_bulk(struct session *s) {
 int session_check_header(const struct ferry_frame *h, char *why, size_t n) {
   if (h->magic != FERRY_MAGIC)
     snprintf(why, n, "malformed frame: bad magic 0x%08" PRIx32 " (not a ferry client?)", h->magic);
-  else if (h->flags != 0)
+  else if (h->flags & ~FERRY_FRAME_STRIPED)
     snprintf(why, n, "malformed frame: flags 0x%x are reserved", h->flags);
   else if (h->body_len > FERRY_MAX_BODY)
     snprintf(why, n, "malformed frame: body of %" PRIu32 " bytes exceeds %u", h->body_len,
@@ -402,6 +464,9 @@ int session_check_header(const struct ferry_frame *h, char *why, size_t n) {
   else if (h->bulk_len && !(ferry_calls[h->kind].flags & BULK_IN))
     snprintf(why, n, "malformed frame: %s carries %" PRIu64 " bulk bytes it does not take",
              ferry_calls[h->kind].name, h->bulk_len);
+  else if ((h->flags & FERRY_FRAME_STRIPED) && !h->bulk_len)
+    snprintf(why, n, "malformed frame: %s is striped but has no bulk bytes",
+             ferry_calls[h->kind].name);
   else
     return 0;
   return -1;
@@ -414,7 +479,13 @@ static int read_header(struct session *s, struct ferry_frame *h) {
     return -1;
   }
   STAT_ADD(s, bytes_in, sizeof *h);
-  return session_check_header(h, s->reason, sizeof s->reason) ? -2 : 0;
+  if (session_check_header(h, s->reason, sizeof s->reason)) return -2;
+  if ((h->flags & FERRY_FRAME_STRIPED) && !s->stripe.set) {
+    set_reason(s, "protocol violation: %s is striped, but there are no data connections",
+               ferry_calls[h->kind].name);
+    return -2;
+  }
+  return 0;
 }
 
 /* reads (or, when from is set, copies) the body and decodes it into
@@ -591,6 +662,7 @@ static int open_session(struct session *s, const struct session_hello *pre) {
   }
   if (encode_rets(s)) return SESSION_INTERNAL;
   uint32_t keepalive_ms = a->keepalive_ms; /* args are the next call's from here on */
+  s->client_timeout_ms = keepalive_ms > UINT32_MAX / 4 ? 0 : keepalive_ms * 4;
   if (send_frame(s, FERRY_KIND_REPLY, status, 0, s->out.data, s->out.len, NULL, 0, 0))
     return SESSION_OK;
   keepalive_start(s, keepalive_ms);
@@ -615,9 +687,36 @@ static void count_call(struct session *s, int status) {
   __atomic_store_n(&s->opts->stats->mapped, ferry_exec_mapped(s->ex), __ATOMIC_RELAXED);
 }
 
+/* stripe_open and stripe_attach: the session's own calls, not the executor's */
+static int serve_stripe(struct session *s) {
+  int status = cudaSuccess;
+  const char *why = NULL;
+  if (s->call == FERRY_CALL_stripe_open) {
+    const struct ferry_stripe_open_args *a = s->args;
+    struct ferry_stripe_open_rets *r = s->rets;
+    status = server_stripe_open(&s->stripe, s->c, a->streams, &r->port, &why);
+    if (!status) r->key = (ferry_blob){s->stripe.key, sizeof s->stripe.key};
+    else ferry_debug("stripe_open refused: %s", why);
+  } else {
+    const struct ferry_stripe_attach_args *a = s->args;
+    struct ferry_stripe_attach_rets *r = s->rets;
+    if (!s->stripe.l) status = cudaErrorInvalidValue;
+    else r->streams = server_stripe_attach(&s->stripe, a->streams, (int)s->client_timeout_ms,
+                                           s->c->peer, s->opts->quiet);
+  }
+  if (encode_rets(s)) return -2;
+  return send_frame(s, FERRY_KIND_REPLY, status, 0, s->out.data, s->out.len, NULL, 0, 0);
+}
+
 static int serve_one(struct session *s, const struct ferry_frame *h) {
   unsigned flags = ferry_calls[h->kind].flags;
   s->call = h->kind;
+  s->in_striped = (h->flags & FERRY_FRAME_STRIPED) != 0;
+  s->out_striped = 0;
+  if (s->in_striped) {
+    s->in_seq = ferry_stripes_begin(s->stripe.set, 0);
+    s->in_pos = 0;
+  }
   if (flags & LAUNCHES) s->device_ran = 1;
   struct ferry_bulk_in in = {.len = h->bulk_len, .read = bulk_in_read, .ctx = s};
   struct ferry_bulk_out out = {.begin = bulk_out_begin, .write = bulk_out_write, .ctx = s};
@@ -632,6 +731,8 @@ static int serve_one(struct session *s, const struct ferry_frame *h) {
   s->in_call = 1;
   s->reply_started = 0;
   pthread_mutex_unlock(&s->send_mu);
+  if (h->kind == FERRY_CALL_stripe_open || h->kind == FERRY_CALL_stripe_attach)
+    return serve_stripe(s);
   int status = ferry_exec_call(s->ex, s->call, s->args, s->rets, &io);
   ferry_debug("%s -> %d", ferry_calls[s->call].name, status);
   count_call(s, status);
@@ -720,6 +821,7 @@ int session_run_hello(struct ferry_conn *c, const struct server_opts *opts,
     }
   }
   keepalive_stop(&s);
+  server_stripe_close(&s.stripe);
   if (s.ex) ferry_exec_close(s.ex);
   /* a helper's program says why its hello was refused; the helper need not */
   if (!opts->quiet || (status != SESSION_OK && !(opts->helper && status == SESSION_SETUP)))

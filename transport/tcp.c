@@ -159,10 +159,27 @@ static int tcp_set_deadline(struct ferry_conn *c, int ms) {
    the descriptor stays until close, so no other file can take its number */
 static void tcp_interrupt(struct ferry_conn *c) { shutdown(((struct tcp_conn *)c)->fd, SHUT_RDWR); }
 
+static int sockaddr_port(const struct sockaddr_storage *ss) {
+  if (ss->ss_family == AF_INET) return ntohs(((const struct sockaddr_in *)ss)->sin_port);
+  if (ss->ss_family == AF_INET6) return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+  return -1;
+}
+
+static int tcp_addr(struct ferry_conn *c, int local, char *host, size_t n, int *port) {
+  int fd = ((struct tcp_conn *)c)->fd;
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  if ((local ? getsockname(fd, (struct sockaddr *)&ss, &sl) : getpeername(fd, (struct sockaddr *)&ss, &sl)) ||
+      getnameinfo((struct sockaddr *)&ss, sl, host, (socklen_t)n, NULL, 0, NI_NUMERICHOST))
+    return -1;
+  if (port) *port = sockaddr_port(&ss);
+  return 0;
+}
+
 static const struct ferry_conn_ops tcp_conn_ops = {
     .sendv = tcp_sendv, .recv_all = tcp_recv_all, .recv_some = tcp_recv_some,
     .detach = tcp_detach, .close = tcp_close, .set_timeout = tcp_set_timeout,
-    .set_deadline = tcp_set_deadline, .interrupt = tcp_interrupt};
+    .set_deadline = tcp_set_deadline, .interrupt = tcp_interrupt, .addr = tcp_addr};
 
 /* latency and dead-peer detection settings shared by both ends */
 static void tune_socket(int fd) {
@@ -294,12 +311,20 @@ static struct ferry_conn *tcp_connect(const struct ferry_url *url, int timeout_m
 
 /* ---- listening ---- */
 
-static struct ferry_conn *tcp_accept(struct ferry_listener *l) {
+static struct ferry_conn *tcp_accept_within(struct ferry_listener *l, int ms) {
+  long deadline = ms >= 0 ? now_ms() + ms : -1;
   for (;;) {
     /* the fd is non-blocking so that a connection aborted between poll and
        accept cannot hang the caller; wait here instead */
     struct pollfd pfd = {.fd = l->fd, .events = POLLIN};
-    if (poll(&pfd, 1, -1) < 0) return NULL; /* EINTR goes to the caller */
+    long left = deadline < 0 ? -1 : deadline - now_ms();
+    if (deadline >= 0 && left <= 0) {
+      errno = ETIMEDOUT;
+      return NULL;
+    }
+    int r = poll(&pfd, 1, left > INT_MAX ? INT_MAX : (int)left);
+    if (r < 0) return NULL; /* EINTR goes to the caller */
+    if (r == 0) continue;
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     int fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
@@ -314,13 +339,22 @@ static struct ferry_conn *tcp_accept(struct ferry_listener *l) {
   }
 }
 
+static struct ferry_conn *tcp_accept(struct ferry_listener *l) { return tcp_accept_within(l, -1); }
+
 static void tcp_listener_close(struct ferry_listener *l) {
   close(l->fd);
   free(l);
 }
 
-static const struct ferry_listener_ops tcp_listener_ops = {.accept = tcp_accept,
-                                                           .close = tcp_listener_close};
+static const struct ferry_listener_ops tcp_listener_ops = {
+    .accept = tcp_accept, .close = tcp_listener_close, .accept_within = tcp_accept_within};
+
+int ferry_listener_port(const struct ferry_listener *l) {
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  if (l->fd < 0 || getsockname(l->fd, (struct sockaddr *)&ss, &sl)) return -1;
+  return sockaddr_port(&ss);
+}
 
 static struct ferry_listener *tcp_listen(const struct ferry_url *url, char *err, size_t errlen) {
   char addr[300];
@@ -363,10 +397,7 @@ static struct ferry_listener *tcp_listen(const struct ferry_url *url, char *err,
     socklen_t sl = sizeof ss;
     struct ferry_url bound = *url;
     bound.gpu = -1;
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-      if (ss.ss_family == AF_INET) bound.port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-      if (ss.ss_family == AF_INET6) bound.port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-    }
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) bound.port = sockaddr_port(&ss);
     ferry_url_format(&bound, l->base.name, sizeof l->base.name);
     freeaddrinfo(res);
     return &l->base;

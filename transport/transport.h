@@ -13,12 +13,13 @@
 #define FERRY_DEFAULT_PORT 7420    /* tcp:// */
 #define FERRY_DEFAULT_IB_PORT 7421 /* ib:// (its TCP bootstrap port) */
 
-/* tcp://host:port/gpu ; port and gpu are optional */
+/* tcp://host:port/gpu?streams=N ; port, gpu and the query are optional */
 struct ferry_url {
   char scheme[8];
   char host[256];
   int port;
   int gpu; /* -1 when the URL names none */
+  int streams; /* ?streams=N (tcp:// only, 1 to 16): FERRY_STREAMS for it; 0 unset */
 };
 /* returns 0, or -1 with a reason in err */
 int ferry_url_parse(const char *text, struct ferry_url *url, char *err, size_t errlen);
@@ -50,6 +51,10 @@ struct ferry_conn_ops {
      Never blocks. NULL where the backend cannot */
   void (*interrupt)(struct ferry_conn *c);
   void (*close)(struct ferry_conn *c);
+  /* the numeric IP address of this end (local) or of the peer, so that
+     more connections can be opened beside this one; 0, or -1. NULL where
+     the backend has no IP address of its own (shm) */
+  int (*addr)(struct ferry_conn *c, int local, char *host, size_t n, int *port);
 };
 struct ferry_conn {
   const struct ferry_conn_ops *ops;
@@ -61,6 +66,9 @@ struct ferry_listener_ops {
   /* blocks; returns NULL with errno set (EINTR lets the caller reap children) */
   struct ferry_conn *(*accept)(struct ferry_listener *l);
   void (*close)(struct ferry_listener *l);
+  /* accept, waiting at most ms milliseconds: NULL with ETIMEDOUT when none
+     came (NULL op: the backend cannot) */
+  struct ferry_conn *(*accept_within)(struct ferry_listener *l, int ms);
 };
 struct ferry_listener {
   const struct ferry_listener_ops *ops;
@@ -74,6 +82,8 @@ struct ferry_transport {
                                 size_t errlen);
   struct ferry_listener *(*listen)(const struct ferry_url *url, char *err, size_t errlen);
 };
+/* the port a listener bound (port 0 asks for any); -1 where it has none */
+int ferry_listener_port(const struct ferry_listener *l);
 
 /* NULL with a reason in err when the scheme is unknown or not built in */
 const struct ferry_transport *ferry_transport_find(const char *scheme, char *err, size_t errlen);

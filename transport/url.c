@@ -110,7 +110,28 @@ static int parse_gpu(const char *p, const char *end, struct ferry_url *url, cons
   return 0;
 }
 
+static int parse_plain(const char *text, struct ferry_url *url, char *err, size_t errlen);
+
+/* ?streams=N, the one query there is: FERRY_STREAMS for one server */
+#define MAX_STREAMS 16
 int ferry_url_parse(const char *text, struct ferry_url *url, char *err, size_t errlen) {
+  const char *q = text ? strchr(text, '?') : NULL;
+  if (!q) return parse_plain(text, url, err, errlen);
+  char head[600];
+  if ((size_t)(q - text) >= sizeof head) return fail(err, errlen, text, "address is too long");
+  memcpy(head, text, (size_t)(q - text));
+  head[q - text] = '\0';
+  if (parse_plain(head, url, err, errlen)) return -1;
+  if (strncmp(q + 1, "streams=", 8))
+    return fail(err, errlen, text, "the only parameter after '?' is streams=N");
+  long n = parse_number(q + 9, q + strlen(q), MAX_STREAMS);
+  if (n < 1) return fail(err, errlen, text, "streams must be a count from 1 to 16");
+  if (strcmp(url->scheme, "tcp")) return fail(err, errlen, text, "streams= applies to tcp:// only");
+  url->streams = (int)n;
+  return 0;
+}
+
+static int parse_plain(const char *text, struct ferry_url *url, char *err, size_t errlen) {
   memset(url, 0, sizeof *url);
   url->port = FERRY_DEFAULT_PORT;
   url->gpu = -1;

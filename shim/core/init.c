@@ -18,6 +18,7 @@
 #include "shim/core/props.h"
 #include "shim/core/hooks.h"
 #include "shim/core/host.h"
+#include "protocol/stripe.h"
 #include "shim/core/link.h"
 #include "shim/core/loader.h"
 #include "shim/core/local.h"
@@ -218,9 +219,11 @@ int ferry_connect_vgpu(struct ferry_vgpu *v) {
   ferry_reader_init(l->reader, l->conn);
   uint64_t base = ferry_arena_base(v->index);
   struct ferry_hello_rets r;
+  l->streams = v->url.streams;
   int rc = ferry_link_hello(l, (uint32_t)v->url.gpu, base, &r, ferry_connect_timeout_ms());
   if (rc) return rc == cudaErrorInvalidDevice ? rc : cudaErrorNoDevice;
   if ((rc = take_device(v, &r))) return rc;
+  ferry_link_stripes_open(l); /* after take_device: its call reuses r's strings' buffer */
   ferry_debug("device %d: %s at %s", v->index, v->name, v->url_text);
   return 0;
 }
@@ -274,6 +277,10 @@ static void drain_at_exit(void) {
                                     (unsigned long long)n);
     }
     ferry_log("stats: device=%d calls:%s", i, at ? line : " none");
+    /* FERRY_STREAMS: bytes that went over data connections (tests check it) */
+    ferry_log("stats: device=%d striped_out=%llu striped_in=%llu", i,
+              (unsigned long long)__atomic_load_n(&ferry.vgpus[i].link.striped[0], __ATOMIC_RELAXED),
+              (unsigned long long)__atomic_load_n(&ferry.vgpus[i].link.striped[1], __ATOMIC_RELAXED));
   }
   for (int i = 0; i < ferry.count; i++) {
     struct ferry_vgpu *v = &ferry.vgpus[i];
@@ -295,10 +302,12 @@ static void child_after_fork(void) {
   for (int i = 0; i < ferry.count; i++) {
     struct ferry_vgpu *v = &ferry.vgpus[i];
     struct ferry_conn *c = v->link.conn;
+    struct ferry_stripes *stripes = v->link.stripes;
     ferry_link_init(&v->link, i, v->url_text);
     pthread_mutex_init(&v->arena_lock, NULL);
     init_gate(v);
     if (c) c->ops->detach(c);
+    ferry_stripes_forget(stripes);
     v->link.dead = 1;
   }
 }

@@ -68,6 +68,17 @@ static inline struct ferry_link *ferry_link_of(struct ferry_vgpu *v) { return &v
 void ferry_expect_generation(struct ferry_vgpu *v, uint64_t gen); /* v NULL: stop */
 int ferry_stale(struct ferry_vgpu *v);
 
+/* ---- FERRY_STREAMS (stripe.c) ---- */
+/* after l's hello (and once its answer is read: this makes calls on l):
+   opens its data connections when FERRY_STREAMS or the URL asks for them
+   and l is a tcp link; failing, one line, and l keeps its one connection */
+void ferry_link_stripes_open(struct ferry_link *l);
+/* whether a copy of n bytes goes striped on l */
+int ferry_link_striped(const struct ferry_link *l, uint64_t n);
+/* one whole striped transfer of n bytes (receiving into NULL drops them);
+   0, or -1 with errno: the data connections are then cut */
+int ferry_link_stripe_move(struct ferry_link *l, int send, void *buf, uint64_t n);
+
 /* ---- ferry-mhelper processes (helper.c) ---- */
 /* starts a ferry-mhelper for v on local GPU gpu, connected to l over a
    shared-memory channel, and opens the GPU there (hello): everything a

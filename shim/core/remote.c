@@ -15,6 +15,7 @@
 
 #include "common/log.h"
 #include "common/setting.h"
+#include "protocol/stripe.h"
 #include "shim/core/link.h"
 #include "shim/core/local.h"
 #include "shim/core/query_cache.h"
@@ -102,9 +103,10 @@ void ferry_link_init(struct ferry_link *l, int vgpu, const char *name) {
 /* a vGPU's own link is flushed by the flusher; a migration's target is not */
 static int own_link(const struct ferry_link *l) { return l == &ferry.vgpus[l->vgpu].link; }
 
-/* append header + msgpack body (+ small bulk) to b */
+/* append header + msgpack body (+ small bulk) to b; striped: the bulk
+   goes over the data connections */
 static int append_frame(struct ferry_buf *b, unsigned call, const void *args, const void *bulk,
-                        uint64_t bulk_len, int bulk_inline) {
+                        uint64_t bulk_len, int bulk_inline, int striped) {
   size_t start = b->len;
   if (ferry_buf_reserve(b, sizeof(struct ferry_frame))) return -1;
   b->len += sizeof(struct ferry_frame);
@@ -114,6 +116,7 @@ static int append_frame(struct ferry_buf *b, unsigned call, const void *args, co
   }
   struct ferry_frame h = {.magic = FERRY_MAGIC,
                           .kind = (uint16_t)call,
+                          .flags = striped ? FERRY_FRAME_STRIPED : 0,
                           .body_len = (uint32_t)(b->len - start - sizeof h),
                           .bulk_len = bulk_len};
   memcpy(b->data + start, &h, sizeof h);
@@ -125,8 +128,10 @@ static int append_frame(struct ferry_buf *b, unsigned call, const void *args, co
 }
 
 /* called with send_lock held; returns with send_lock released. Writes the
-   buffered frames and then `extra` (a large bulk payload) in one go. */
-static int send_locked(struct ferry_link *l, const void *extra, uint64_t extra_len) {
+   buffered frames and then `extra` (a large bulk payload) in one go, or
+   (striped) over the data connections once the frames are out: the
+   session reads them right after the frame that announces them. */
+static int send_locked(struct ferry_link *l, const void *extra, uint64_t extra_len, int striped) {
   pthread_mutex_lock(&l->sock_lock);
   struct ferry_buf out = l->sendbuf;
   l->sendbuf = (struct ferry_buf){0};
@@ -140,9 +145,11 @@ static int send_locked(struct ferry_link *l, const void *extra, uint64_t extra_l
     struct iovec iov[2];
     int n = 0;
     if (out.len) iov[n++] = (struct iovec){out.data, out.len};
-    if (extra_len) iov[n++] = (struct iovec){(void *)extra, extra_len};
+    if (extra_len && !striped) iov[n++] = (struct iovec){(void *)extra, extra_len};
     errno = 0;
-    if (ferry_sendv(l->conn, iov, n)) rc = lost(l, "sending");
+    if (n && ferry_sendv(l->conn, iov, n)) rc = lost(l, "sending");
+    else if (striped && ferry_link_stripe_move(l, 1, (void *)extra, extra_len))
+      rc = lost(l, "sending copy data over a data connection");
   } else if (l->dead) {
     rc = cudaErrorDevicesUnavailable;
   }
@@ -163,7 +170,7 @@ int ferry_flush(struct ferry_link *l) {
     pthread_mutex_unlock(&l->send_lock);
     return l->dead ? cudaErrorDevicesUnavailable : 0;
   }
-  return send_locked(l, NULL, 0);
+  return send_locked(l, NULL, 0, 0);
 }
 
 static void *flusher_main(void *arg) {
@@ -191,20 +198,21 @@ static int call_async(struct ferry_link *l, unsigned call, const void *args,
   const void *in = bulk ? bulk->in : NULL;
   uint64_t in_len = bulk ? bulk->in_len : 0;
   int inline_bulk = in_len <= FERRY_ASYNC_BULK_INLINE;
+  int striped = ferry_link_striped(l, in_len);
   pthread_mutex_lock(&l->send_lock);
   if (l->dead) {
     pthread_mutex_unlock(&l->send_lock);
     return cudaErrorDevicesUnavailable;
   }
-  if (append_frame(&l->sendbuf, call, args, in, in_len, inline_bulk)) {
+  if (append_frame(&l->sendbuf, call, args, in, in_len, inline_bulk, striped)) {
     pthread_mutex_unlock(&l->send_lock);
     return cudaErrorMemoryAllocation;
   }
-  if (!inline_bulk) return send_locked(l, in, in_len);
+  if (!inline_bulk) return send_locked(l, in, in_len, striped);
   /* a migration's target has no flusher; a helper's shared-memory channel
      costs a memcpy per send (a wake-up only when the helper sleeps), so
      waiting for the flusher would only add the flusher's own wake-up */
-  if (l->sendbuf.len >= 256 * 1024 || !own_link(l) || l->helper_pid) return send_locked(l, NULL, 0);
+  if (l->sendbuf.len >= 256 * 1024 || !own_link(l) || l->helper_pid) return send_locked(l, NULL, 0, 0);
   int wake = !l->flush_pending;
   l->flush_pending = 1;
   pthread_mutex_unlock(&l->send_lock);
@@ -321,8 +329,10 @@ static int on_deferred(struct ferry_link *l, const struct ferry_frame *h) {
   msgpack_zone_destroy(&z);
   if (!ok) return -1;
   struct ferry_deferred d;
+  int striped = (h->flags & FERRY_FRAME_STRIPED) != 0;
   int known = take_deferred(l, t, &d);
-  if (known && h->bulk_len == d.size) return ferry_read(l->reader, d.dst, d.size);
+  if (known && h->bulk_len == d.size)
+    return striped ? ferry_link_stripe_move(l, 0, d.dst, d.size) : ferry_read(l->reader, d.dst, d.size);
   if (known && h->bulk_len == 0) {
     /* once: every refused copy has the same cause */
     if (why[0] && !l->quiet && !__atomic_exchange_n(&l->refusal_said, 1, __ATOMIC_RELAXED))
@@ -338,7 +348,7 @@ static int on_deferred(struct ferry_link *l, const struct ferry_frame *h) {
   else
     ferry_log("server sent data for an unknown asynchronous copy (token %llu); ignored",
               (unsigned long long)t);
-  return discard(l, h->bulk_len);
+  return striped ? ferry_link_stripe_move(l, 0, NULL, h->bulk_len) : discard(l, h->bulk_len);
 }
 
 /* device output for the program's stdout (printf) or stderr (a failed
@@ -397,6 +407,13 @@ static int read_reply(struct ferry_link *l, unsigned call, void *rets,
       errno = 0;
       return lost(l, "reading a reply (bad frame magic)");
     }
+    /* striped bytes come only where this side has data connections, and
+       only as a reply's or a deferred copy's bulk */
+    if (h.flags && (h.flags != FERRY_FRAME_STRIPED || !l->stripes || !h.bulk_len ||
+                    (h.kind != FERRY_KIND_REPLY && h.kind != FERRY_KIND_DEFERRED))) {
+      errno = 0;
+      return lost(l, "reading a reply (unexpected frame flags)");
+    }
     switch (h.kind) {
     case FERRY_KIND_DEFERRED:
       if (on_deferred(l, &h)) return lost(l, "receiving asynchronous copy data");
@@ -425,9 +442,15 @@ static int read_reply(struct ferry_link *l, unsigned call, void *rets,
         return lost(l, "reading a reply (unexpected bulk data)");
       }
       int32_t final_status;
-      if (ferry_read(l->reader, dst, h.bulk_len) ||
-          ferry_read(l->reader, &final_status, sizeof final_status))
+      if (h.flags & FERRY_FRAME_STRIPED) {
+        if (ferry_link_stripe_move(l, 0, dst, h.bulk_len))
+          return lost(l, "receiving copy data over a data connection");
+        if (ferry_read(l->reader, &final_status, sizeof final_status))
+          return lost(l, "receiving copy data");
+      } else if (ferry_read(l->reader, dst, h.bulk_len) ||
+                 ferry_read(l->reader, &final_status, sizeof final_status)) {
         return lost(l, "receiving copy data");
+      }
       if (final_status) status = final_status;
     }
     if (status == 0 && h.async_status) status = h.async_status;
@@ -452,6 +475,8 @@ int ferry_link_call(struct ferry_link *l, unsigned call, const void *args, void 
   const void *in = bulk ? bulk->in : NULL;
   uint64_t in_len = bulk ? bulk->in_len : 0;
   int inline_bulk = in_len <= 64 * 1024;
+  /* any call's bulk may go striped: the session reads it in order either way */
+  int striped = ferry_link_striped(l, in_len);
   pthread_mutex_lock(&l->call_lock);
   pthread_mutex_lock(&l->send_lock);
   if (l->dead) {
@@ -459,12 +484,12 @@ int ferry_link_call(struct ferry_link *l, unsigned call, const void *args, void 
     pthread_mutex_unlock(&l->call_lock);
     return cudaErrorDevicesUnavailable;
   }
-  if (append_frame(&l->sendbuf, call, args, in, in_len, inline_bulk)) {
+  if (append_frame(&l->sendbuf, call, args, in, in_len, inline_bulk, striped)) {
     pthread_mutex_unlock(&l->send_lock);
     pthread_mutex_unlock(&l->call_lock);
     return cudaErrorMemoryAllocation;
   }
-  int rc = send_locked(l, inline_bulk ? NULL : in, inline_bulk ? 0 : in_len);
+  int rc = send_locked(l, inline_bulk ? NULL : in, inline_bulk ? 0 : in_len, striped);
   if (!rc) rc = read_reply(l, call, rets, bulk);
   pthread_mutex_unlock(&l->call_lock);
   return rc;
@@ -476,11 +501,11 @@ int ferry_link_send(struct ferry_link *l, unsigned call, const void *args) {
     pthread_mutex_unlock(&l->send_lock);
     return cudaErrorDevicesUnavailable;
   }
-  if (append_frame(&l->sendbuf, call, args, NULL, 0, 1)) {
+  if (append_frame(&l->sendbuf, call, args, NULL, 0, 1, 0)) {
     pthread_mutex_unlock(&l->send_lock);
     return cudaErrorMemoryAllocation;
   }
-  return send_locked(l, NULL, 0);
+  return send_locked(l, NULL, 0, 0);
 }
 
 int ferry_link_reply(struct ferry_link *l, unsigned call, void *rets,
@@ -527,6 +552,8 @@ void ferry_link_close(struct ferry_link *l) {
   pthread_mutex_lock(&l->call_lock);
   pthread_mutex_lock(&l->send_lock);
   pthread_mutex_lock(&l->sock_lock);
+  ferry_stripes_close(l->stripes);
+  l->stripes = NULL;
   if (l->conn) l->conn->ops->close(l->conn);
   l->conn = NULL;
   free(l->reader);
@@ -548,6 +575,7 @@ void ferry_link_adopt(struct ferry_link *own, struct ferry_link *from) {
   own->helper_pid = from->helper_pid;
   own->helper_gpu = from->helper_gpu;
   own->staging = from->staging;
+  own->stripes = from->stripes;
   own->dead = from->dead;
   pthread_mutex_unlock(&own->sock_lock);
   pthread_mutex_unlock(&own->send_lock);
@@ -557,6 +585,7 @@ void ferry_link_adopt(struct ferry_link *own, struct ferry_link *from) {
   from->conn = NULL;
   from->reader = NULL;
   from->staging = NULL;
+  from->stripes = NULL;
   from->deferred = NULL;
   from->ndeferred = from->deferred_cap = 0;
 }

@@ -37,6 +37,7 @@ struct ferry_deferred {
 };
 
 struct ferry_local;   /* local.c */
+struct ferry_stripes; /* protocol/stripe.h */
 struct ferry_staging; /* hostmem.c */
 
 /* One connection to a process that runs a vGPU's calls: its ferry-server,
@@ -73,6 +74,13 @@ struct ferry_link {
   int helper_pid;
   int helper_gpu;
   struct ferry_staging *staging; /* pageable copies through shared memory */
+
+  /* FERRY_STREAMS: data connections for large copies (stripe.c); NULL:
+     every byte goes over conn. Sends use them under sock_lock, receives
+     under call_lock. striped: bytes moved over them, sent and received */
+  struct ferry_stripes *stripes;
+  uint64_t striped[2];
+  int streams; /* its URL's ?streams=N, else 0 (FERRY_STREAMS decides) */
 };
 
 struct ferry_vgpu {

@@ -87,6 +87,7 @@ int mig_open_remote(struct mig *m) {
   ferry_reader_init(m->tl->reader, m->tl->conn);
   if (mig_cuttable(m, m->tl->conn)) return -1;
   struct ferry_hello_rets r;
+  m->tl->streams = m->url->streams;
   if (ferry_link_hello(m->tl, (uint32_t)(m->url->gpu < 0 ? 0 : m->url->gpu),
                        ferry_arena_base(v->index), &r, ferry_connect_timeout_ms()))
     return mig_fail(m, "%s: %s", name,
@@ -98,6 +99,7 @@ int mig_open_remote(struct mig *m) {
   if ((r.granularity ? r.granularity : (2u << 20)) != v->granularity)
     return mig_fail(m, "%s maps device memory in steps of %llu bytes, device %d's in %llu", name,
                 (unsigned long long)r.granularity, v->index, (unsigned long long)v->granularity);
+  ferry_link_stripes_open(m->tl);
   m->t = (struct ferry_target){link_target_call, m->tl};
   return 0;
 }

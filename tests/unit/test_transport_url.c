@@ -38,6 +38,16 @@ static void test_parse_good(void **state) {
   expect_ok("tcp://[::1]:7420/0", "tcp", "::1", 7420, 0);
   expect_ok("tcp://[fe80::1%eth0]/2", "tcp", "fe80::1%eth0", FERRY_DEFAULT_PORT, 2);
   expect_ok("TCP://gpu-box.example.com:1/0", "tcp", "gpu-box.example.com", 1, 0);
+  /* FERRY_STREAMS for one server */
+  expect_ok("tcp://host:7421/3?streams=4", "tcp", "host", 7421, 3);
+  expect_ok("tcp://host?streams=16", "tcp", "host", FERRY_DEFAULT_PORT, -1);
+  struct ferry_url u;
+  char err[256] = "";
+  assert_int_equal(ferry_url_parse("tcp://[::1]:7420/0?streams=2", &u, err, sizeof err), 0);
+  assert_int_equal(u.streams, 2);
+  assert_int_equal(u.gpu, 0);
+  assert_int_equal(ferry_url_parse("tcp://host/1", &u, err, sizeof err), 0);
+  assert_int_equal(u.streams, 0);
   expect_ok("ib://node7:7420/0", "ib", "node7", 7420, 0);
   expect_ok("ib://node7/1", "ib", "node7", FERRY_DEFAULT_IB_PORT, 1); /* ib's own default */
   expect_ok("tcp://0.0.0.0:0", "tcp", "0.0.0.0", 0, -1);
@@ -45,6 +55,12 @@ static void test_parse_good(void **state) {
 
 static void test_parse_bad(void **state) {
   (void)state;
+  expect_bad("tcp://host/0?streams=0", "streams must be a count from 1 to 16");
+  expect_bad("tcp://host/0?streams=17", "streams must be a count from 1 to 16");
+  expect_bad("tcp://host/0?streams=", "streams must be a count from 1 to 16");
+  expect_bad("tcp://host/0?stream=4", "the only parameter after '?' is streams=N");
+  expect_bad("ib://host/0?streams=4", "streams= applies to tcp:// only");
+  expect_bad("tcp://host:x?streams=4", "port must be a number");
   expect_bad("", "empty");
   expect_bad("host:7420", "scheme");
   expect_bad("://host", "missing scheme");

@@ -1,0 +1,164 @@
+#!/bin/sh
+# FERRY_STREAMS end to end: large copies striped over several data
+# connections per session give the same bytes as one connection (pageable
+# and pinned, both ways, FERRY_STREAMS=1, 4 and 16), and the stripes are
+# really used (FERRY_STATS counts the bytes that went over them, the server
+# says so); a migration with FERRY_STREAMS=4 gives the same checksum; a data
+# connection killed mid-copy fails that copy cleanly, without a hang; a
+# connection with a wrong key is refused and the session goes on; a
+# silent session fails the copy after FERRY_CALL_TIMEOUT; an
+# unreachable data port costs one line and the program goes on with one
+# connection; bad FERRY_STREAMS values are refused in one line; a URL's
+# ?streams=N overrides FERRY_STREAMS.
+# usage: stripe.sh BUILD_DIR CASE
+set -u
+build=$(cd "$1" && pwd)
+case_name=$2
+work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-stripe.XXXXXX")
+e2e_name="e2e stripe"
+. "$(dirname "$0")/lib.sh"
+export FERRY_CONTROL=off FERRY_STATS=1
+unset FERRY_MIGRATE_AT FERRY_MHELPER FERRY_FAULT FERRY_STREAMS
+
+# striped LABEL out|in: bytes FERRY_STATS says went over data connections
+striped() { sed -n "s/.*stats: device=0 .*striped_$2=\([0-9]*\).*/\1/p" "$work/$1.err" | head -n 1; }
+passed() {
+  [ "$2" = 0 ] || fail "$1 exited $2"
+  expect_in "$1.out" "^PASSED"
+}
+
+case $case_name in
+streams)
+  start_sim_server
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+  want=
+  for n in 1 4 16; do
+    rc=$(FERRY_STREAMS=$n run "s$n" big_copies 40)
+    passed "s$n" "$rc"
+    sum=$(value "s$n" checksum)
+    [ -n "$sum" ] || fail "s$n printed no checksum"
+    [ -z "$want" ] || [ "$sum" = "$want" ] || fail "FERRY_STREAMS=$n: checksum $sum, want $want"
+    want=$sum
+    if [ "$n" = 1 ]; then
+      [ "$(striped s1 out)" = 0 ] && [ "$(striped s1 in)" = 0 ] || fail "FERRY_STREAMS=1 striped"
+    else
+      # 2 x (4 MiB + 5 MiB + 17 + 40 MiB + 4321) went out, three times that came back
+      [ "$(striped "s$n" out)" = 102769124 ] || fail "FERRY_STREAMS=$n: striped_out $(striped "s$n" out)"
+      [ "$(striped "s$n" in)" = 154153686 ] || fail "FERRY_STREAMS=$n: striped_in $(striped "s$n" in)"
+      expect_in server.log "large copies striped over $n data connections"
+    fi
+    expect_not_in "s$n.err" "data connections"
+  done
+  # the URL's ?streams=N wins over FERRY_STREAMS
+  rc=$(FERRY_DEVICES="$FERRY_DEVICES?streams=4" run url4 big_copies 8)
+  passed url4 "$rc"
+  [ "$(striped url4 out)" != 0 ] || fail "?streams=4 striped nothing"
+  rc=$(FERRY_STREAMS=4 FERRY_DEVICES="$FERRY_DEVICES?streams=1" run url1 big_copies 8)
+  passed url1 "$rc"
+  [ "$(striped url1 out)" = 0 ] || fail "?streams=1 striped"
+  ;;
+kill)
+  # the last data connection dies half-way through the 1st striped copy (host
+  # to device), the 2nd (device to host) and the 4th (a deferred copy into
+  # pinned memory): that copy (or the synchronize that collects it) fails as
+  # on a lost connection, and the session ends; the server serves on
+  start_sim_server
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0 FERRY_STREAMS=4
+  for at in 1 2 4; do
+    rc=$(FERRY_FAULT=stripe_kill@$at run "kill$at" big_copies 40)
+    [ "$rc" = 3 ] || fail "stripe_kill@$at: exited $rc, expected 3 (a CUDA error)"
+    expect_in "kill$at.out" "cudaErrorDevicesUnavailable"
+    expect_in "kill$at.err" "lost connection to .* over a data connection\|lost connection to .* asynchronous copy data"
+    n=$(grep -c "lost connection" "$work/kill$at.err")
+    [ "$n" = 1 ] || fail "stripe_kill@$at: $n lost-connection lines, expected 1"
+  done
+  i=0
+  until [ "$(grep -c "ended: \(a data connection failed\|client disconnected\)" "$work/server.log")" -ge 3 ]; do
+    sleep 0.1
+    i=$((i + 1))
+    [ $i -lt 300 ] || fail "the sessions of the killed copies did not end"
+  done
+  expect_in server.log "ended: a data connection failed"
+  rc=$(run after big_copies 8)
+  passed after "$rc"
+  [ "$(striped after out)" != 0 ] || fail "the run after the faults striped nothing"
+  ;;
+stranger)
+  # a connection with a wrong key comes before the client's own: refused,
+  # and the session stripes over its own four
+  start_sim_server
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0 FERRY_STREAMS=4
+  rc=$(FERRY_FAULT=stripe_stranger run stranger big_copies 8)
+  passed stranger "$rc"
+  expect_in server.log "refused a data connection from .*: no valid key"
+  expect_in server.log "large copies striped over 4 data connections"
+  [ "$(striped stranger out)" != 0 ] || fail "striped nothing"
+  ;;
+unreachable)
+  # the session names a port nobody listens on (as a firewall would keep it)
+  FERRY_FAULT=stripe_port start_sim_server
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0 FERRY_STREAMS=4
+  rc=$(run unreach big_copies 8)
+  passed unreach "$rc"
+  n=$(grep -c "cannot open data connections" "$work/unreach.err")
+  [ "$n" = 1 ] || fail "$n lines about the data connections, expected 1"
+  expect_in unreach.err "large copies use the one connection"
+  [ "$(striped unreach out)" = 0 ] || fail "striped without data connections"
+  expect_in server.log "no data connections"
+  ;;
+migrate)
+  # mem-sync over data connections: migrate_iter copies back its large
+  # buffers only at its end, after the move, so whatever came striped in a
+  # moved run came from mem-sync's gathers; copied ahead and in the pause,
+  # to the local GPU and to a second server (whose session stripes too),
+  # and back; the checksum is the one without a move
+  export FERRY_LOCAL_BACKEND=sim FERRY_SIM_KERNELS="$apps/app_twins.so" FERRY_STREAMS=4
+  start_sim_server
+  a=tcp://127.0.0.1:$port/0
+  start_sim_server
+  b=tcp://127.0.0.1:$port/0
+  export FERRY_DEVICES=$a
+  rc=$(run ref migrate_iter --readonly 40)
+  passed ref "$rc"
+  want=$(value ref checksum)
+  for precopy in 1 0; do
+    rc=$(FERRY_PRECOPY=$precopy FERRY_MIGRATE_AT=0:0:launch=60 run "local$precopy" migrate_iter --readonly 40)
+    passed "local$precopy" "$rc"
+    [ "$(value "local$precopy" checksum)" = "$want" ] || fail "checksum after the move (FERRY_PRECOPY=$precopy) differs"
+    expect_in "local$precopy.err" "stats: device=0 launches=[0-9]* backend=local"
+    [ "$(striped "local$precopy" in)" -gt 0 ] || fail "FERRY_PRECOPY=$precopy: mem-sync striped nothing"
+  done
+  rc=$(FERRY_MIGRATE_AT="0:$b:launch=40,0:$a:launch=100" run chain migrate_iter --readonly 40)
+  passed chain "$rc"
+  [ "$(value chain checksum)" = "$want" ] || fail "checksum after $a -> $b -> $a differs"
+  [ "$(grep -c "now runs on tcp://" "$work/chain.err")" = 2 ] || fail "expected two moves between servers"
+  [ "$(grep -c "large copies striped over 4 data connections" "$work/server.log")" -ge 6 ] ||
+    fail "the sessions of the moves did not stripe"
+  expect_not_in chain.err "data connections"
+  ;;
+silent)
+  # the session stops sending half-way through a striped copy to the host:
+  # after FERRY_CALL_TIMEOUT the copy fails with one line, as on the
+  # session's own connection
+  FERRY_FAULT=stripe_stall start_sim_server
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0 FERRY_STREAMS=4
+  rc=$(FERRY_CALL_TIMEOUT=1 run silent big_copies 8)
+  [ "$rc" = 3 ] || fail "exited $rc, expected 3 (a CUDA error)"
+  expect_in silent.out "cudaMemcpy(back, d_b, n, cudaMemcpyDeviceToHost) -> cudaErrorDevicesUnavailable"
+  expect_in silent.err "lost connection to .* while receiving copy data over a data connection: nothing came from it for 1 s"
+  ;;
+bad_values)
+  start_sim_server
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+  for v in 0 17 4x; do
+    rc=$(FERRY_STREAMS=$v run "bad$v" big_copies 5)
+    passed "bad$v" "$rc"
+    expect_in "bad$v.err" "FERRY_STREAMS=$v ignored: expected a count from 1 to 16; using 1"
+    [ "$(striped "bad$v" out)" = 0 ] || fail "FERRY_STREAMS=$v striped"
+  done
+  ;;
+*)
+  fail "unknown case"
+  ;;
+esac
+echo "$e2e_name $case_name: PASS"
