@@ -17,27 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static int io_all(int fd, void *buf, size_t n, int writing) {
-  char *p = buf;
-  while (n) {
-    ssize_t k = writing ? send(fd, p, n, MSG_NOSIGNAL) : recv(fd, p, n, 0);
-    if (k <= 0) return -1;
-    p += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
-
-static void tune(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
+#include "bench/raw_io.h"
 
 int main(int argc, char **argv) {
   if (argc != 4) {

@@ -19,29 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/raw_io.h"
+
 #define MAX_STREAMS 16
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static int io_all(int fd, void *buf, size_t n, int writing) {
-  char *p = buf;
-  while (n) {
-    ssize_t k = writing ? send(fd, p, n, MSG_NOSIGNAL) : recv(fd, p, n, 0);
-    if (k <= 0) return -1;
-    p += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
-
-static void tune(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
 
 /* one connection's share of every exchange: [off, off + len) of buf */
 struct lane {
