@@ -188,24 +188,24 @@ token)
   done
   start_sim_server --token-file "$work/token"
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
-  rc=$(run vecadd vecadd 1000 1)
-  [ "$rc" != 0 ] || fail "vecadd ran without the token"
-  expect_in vecadd.err "authentication failed: no token"
+  # refused WHAT PATTERN [FILE]: vecadd with FILE as its token file (none
+  # without FILE) fails, and its stderr says PATTERN
+  refused() {
+    rc=$(if [ -n "${3:-}" ]; then export FERRY_TOKEN_FILE="$3"; fi; run vecadd vecadd 1000 1)
+    [ "$rc" != 0 ] || fail "vecadd ran $1"
+    expect_in vecadd.err "$2"
+  }
+  refused "without the token" "authentication failed: no token"
   printf 'wrong-token-wrong-token-wrong\n' >"$work/bad"
-  rc=$(FERRY_TOKEN_FILE=$work/bad run vecadd vecadd 1000 1)
-  [ "$rc" != 0 ] || fail "vecadd ran with a wrong token"
-  expect_in vecadd.err "authentication failed: wrong token"
+  refused "with a wrong token" "authentication failed: wrong token" "$work/bad"
   # a prefix of the secret is not the secret
   printf 'ferry-e2e-token-0123456789abcde\n' >"$work/prefix"
-  rc=$(FERRY_TOKEN_FILE=$work/prefix run vecadd vecadd 1000 1)
-  [ "$rc" != 0 ] || fail "vecadd ran with a prefix of the token"
-  expect_in vecadd.err "authentication failed: wrong token"
+  refused "with a prefix of the token" "authentication failed: wrong token" "$work/prefix"
   # the client refuses a token file with a NUL byte too, rather than send
   # what comes before it (here, the whole right token)
   printf 'ferry-e2e-token-0123456789abcdef\000junk\n' >"$work/nul"
-  rc=$(FERRY_TOKEN_FILE=$work/nul run vecadd vecadd 1000 1)
-  [ "$rc" != 0 ] || fail "vecadd ran with a token file holding a NUL byte"
-  expect_in vecadd.err "^ferry: FERRY_TOKEN_FILE $work/nul: the token has a NUL byte at offset 32;"
+  refused "with a token file holding a NUL byte" \
+    "^ferry: FERRY_TOKEN_FILE $work/nul: the token has a NUL byte at offset 32;" "$work/nul"
   rc=$(FERRY_TOKEN_FILE=$work/token run vecadd vecadd 1000 1)
   [ "$rc" = 0 ] || fail "vecadd with the token exited $rc"
   expect_in vecadd.out "PASSED"
