@@ -6,6 +6,7 @@
  * Entries ferry does not know say so in one line and return
  * CUDA_ERROR_NOT_SUPPORTED; an unknown table gets CUDA_ERROR_INVALID_VALUE.
  */
+#include <dlfcn.h>
 #include <nettle/hmac.h>
 #include <nettle/md2.h>
 #include <nettle/nettle-meta.h>
@@ -267,6 +268,19 @@ static const slot tools_module[16] = {SIZE(16), T(1), T(2), T(3), T(4), T(5), T(
                                       T(11), T(12), T(13), T(14), T(15)};
 #undef T
 
+/* ---- 1734dc26 (cuBLASLt, in cublasLtMatmulAlgoGetHeuristic for some
+   types): 17 entries on driver 580, natively entries 4 and 13 called; their
+   meaning is not known. cuBLASLt reads the table without checking the
+   result of cuGetExportTable (a refusal crashed it), so each entry is
+   served and says it is unknown, which cuBLASLt sees as an error. ---- */
+#define U(n) UNKNOWN(LT_1734dc26, n)
+U(1) U(2) U(3) U(4) U(5) U(6) U(7) U(8) U(9) U(10) U(11) U(12) U(13) U(14) U(15) U(16)
+#undef U
+#define T(n) FN(LT_1734dc26_##n)
+static const slot lt_1734dc26[17] = {SIZE(17), T(1), T(2), T(3), T(4), T(5), T(6), T(7), T(8),
+                                     T(9), T(10), T(11), T(12), T(13), T(14), T(15), T(16)};
+#undef T
+
 /* ---- the tables by UUID ---- */
 static const struct export_table {
   const char *name;
@@ -281,6 +295,7 @@ static const struct export_table {
     {"INTEGRITY_CHECK", {0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2}, integrity_check},
     {"TOOLS_CONTEXT", {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2}, tools_context},
     {"TOOLS_MODULE", {0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e}, tools_module},
+    {"1734dc26 (cuBLASLt)", {0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca}, lt_1734dc26},
     /* asked first by every runtime; a refusal changes nothing (docs) */
     {"f8cff951 (start-up requirements)", {0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e, 0xb9, 0xe2, 0xfb, 0x46, 0x9e, 0x7c, 0x0d, 0xd9}, NULL},
 };
@@ -293,12 +308,18 @@ CUresult cuGetExportTable(const void **out, const CUuuid *id) {
     *out = tables[i].table;
     return tables[i].table ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
   }
-  char what[128];
+  char what[256];
   const unsigned char *b = (const unsigned char *)id->bytes;
+  /* the thin libcuda.so.1 jumps here, so the return address is the asker's:
+     naming its library tells a user (and us) which one goes without */
+  Dl_info who = {0};
+  const char *lib = dladdr(__builtin_return_address(0), &who) && who.dli_fname ? who.dli_fname : "";
+  const char *base = strrchr(lib, '/');
   snprintf(what, sizeof what,
            "the driver's private table %02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x "
-           "(cuGetExportTable)",
-           b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+           "(cuGetExportTable%s%s)",
+           b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15],
+           *lib ? ", asked by " : "", base ? base + 1 : lib);
   ferry_cu_unsupported(what);
   *out = NULL;
   return CUDA_ERROR_INVALID_VALUE;

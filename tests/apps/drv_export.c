@@ -18,6 +18,7 @@ static const CUuuid integrity = {{(char)0xd4, 0x08, 0x20, 0x55, (char)0xbd, (cha
 static const CUuuid tools_context = {{0x21, 0x31, (char)0x8c, 0x60, (char)0x97, 0x14, 0x32, 0x48, (char)0x8c, (char)0xa6, 0x41, (char)0xff, 0x73, 0x24, (char)0xc8, (char)0xf2}};
 static const CUuuid tools_module = {{0x6e, 0x16, 0x3f, (char)0xbe, (char)0xb9, 0x58, 0x44, 0x4d, (char)0x83, 0x5c, (char)0xe1, (char)0x82, (char)0xaf, (char)0xf1, (char)0x99, 0x1e}};
 static const CUuuid startup = {{(char)0xf8, (char)0xcf, (char)0xf9, 0x51, 0x21, 0x46, (char)0x8b, 0x4e, (char)0xb9, (char)0xe2, (char)0xfb, 0x46, (char)0x9e, 0x7c, 0x0d, (char)0xd9}};
+static const CUuuid lt_1734 = {{0x17, 0x34, (char)0xdc, 0x26, (char)0x80, 0x0d, 0x47, 0x45, (char)0x87, 0x26, (char)0xc0, (char)0xf1, (char)0xe7, (char)0xdd, (char)0x8b, (char)0xca}};
 static const CUuuid unknown = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
 
 typedef void *const *table;
@@ -69,6 +70,11 @@ int main(int argc, char **argv) {
   CU_IS(cuGetExportTable(&t, &unknown), CUDA_ERROR_INVALID_VALUE);
   EXPECT(t == NULL);
   CU_IS(cuGetExportTable(&t, &startup), CUDA_ERROR_INVALID_VALUE);
+  /* cuBLASLt's table: served (cuBLASLt reads it unchecked), every entry an error */
+  const void *const *lt = NULL;
+  CU_IS(cuGetExportTable((const void **)&lt, &lt_1734), CUDA_SUCCESS);
+  EXPECT(lt && (uintptr_t)lt[0] == 17 * sizeof(void *));
+  CU_IS(((CUresult(*)(void))lt[4])(), CUDA_ERROR_NOT_SUPPORTED);
   MUST(cuInit(0));
   CUdevice dev;
   MUST(cuDeviceGet(&dev, 0));
