@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "names.h"
 
@@ -48,10 +50,35 @@ static const char *who(void *ra, char *buf, size_t n) {
   return buf;
 }
 
+/* up to 64 readable bytes at p, as hex, into out (DRVLOG_DUMP=1): an
+   argument that is a pointer shows what it points at */
+static void dump(uint64_t p, char *out, size_t n) {
+  unsigned char buf[64];
+  out[0] = 0;
+  if (p < 4096) return;
+  struct iovec l = {buf, sizeof buf}, r = {(void *)p, sizeof buf};
+  ssize_t got = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
+  if (got <= 0) return;
+  size_t k = 0;
+  for (ssize_t j = 0; j < got && k + 4 < n; j++) k += (size_t)snprintf(out + k, n - k, "%02x%s", buf[j], j % 8 == 7 ? " " : "");
+}
+
 static uint64_t logcall(int i, void *ra, uint64_t a, uint64_t b, uint64_t c, uint64_t d,
                         uint64_t e, uint64_t f) {
+  static int dumping = -1;
+  if (dumping < 0) dumping = getenv("DRVLOG_DUMP") != NULL;
+  uint64_t args[6] = {a, b, c, d, e, f};
+  char before[6][200];
+  if (dumping)
+    for (int k = 0; k < 6; k++) dump(args[k], before[k], sizeof before[k]);
   uint64_t r = thunk_real[i](a, b, c, d, e, f);
   pthread_mutex_lock(&lock);
+  if (dumping && thunk_calls[i] < 30)
+    for (int k = 0; k < 6; k++) {
+      char after[200];
+      dump(args[k], after, sizeof after);
+      if (before[k][0] || after[0]) fprintf(logf_, "  %s arg%d before %s\n  %s arg%d after  %s\n", thunk_tag[i], k, before[k], thunk_tag[i], k, after);
+    }
   if (thunk_calls[i]++ < 30) {
     char w[128];
     fprintf(logf_, "call %s (%#lx, %#lx, %#lx, %#lx, %#lx, %#lx) = %#lx from %s\n", thunk_tag[i],
