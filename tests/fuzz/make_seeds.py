@@ -6,7 +6,7 @@ the table. Bodies are msgpack as ferry's codec packs them
 (smallest integer forms, float32, strings with their NUL). Plain Python 3,
 standard library only.
 
-  python3 tests/fuzz/make_seeds.py          # rewrites corpus/{frames,decode,session}
+  python3 tests/fuzz/make_seeds.py          # rewrites corpus/{frames,decode,session,graph}
   python3 tests/fuzz/make_seeds.py --check  # exit 1 if the committed corpus is stale
 """
 import filecmp
@@ -169,6 +169,8 @@ def sample_args(name, fields):
         v.update(addr=ARENA_BASE, size=MAP_SIZE)
     if name == "memcpy_dtoh_gather":
         v["ranges"] = struct.pack("<QQQQ", ARENA_BASE, 64, ARENA_BASE + 4096, 32)
+    if name == "graph_instantiate":
+        v["nodes"] = GRAPH_SIM
     if name == "tex_create":  # CU_RESOURCE_TYPE_ARRAY, a zeroed CUDA_TEXTURE_DESC
         v.update(res_type=0, tex=bytes(104))
     return v
@@ -197,13 +199,52 @@ EMPTY_HELLO = bytes.fromhex("46525931") + bytes(28)
 HUGE_COUNT = bytes.fromhex("465259310a00000000000000000000000600000000000000000000000000000092dd20105259")
 
 
+# graph node blobs (protocol/graph.h): header, then nodes, little-endian
+GNODE = {"empty": 0, "kernel": 1, "memset": 2, "memcpy": 3, "record": 4, "wait": 5}
+
+
+def gnode(kind, deps=(), payload=b""):
+    return struct.pack("<II", GNODE[kind], len(deps)) + b"".join(struct.pack("<I", d) for d in deps) + payload
+
+
+def graph(*nodes):
+    return struct.pack("<III", 0x48505247, 1, len(nodes)) + b"".join(nodes)
+
+
+def g_kernel(func, deps=(), params=b"", attrs=b"", grid=(1, 1, 1), block=(64, 1, 1), shmem=0):
+    return gnode("kernel", deps, struct.pack("<8I", func, *grid, *block, shmem)
+                 + struct.pack("<I", len(params)) + params + struct.pack("<I", len(attrs)) + attrs)
+
+
+def g_memset(dst, width, deps=(), value=0, elem=1, pitch=0, height=1):
+    return gnode("memset", deps, struct.pack("<QQQQII", dst, pitch or width * elem, width, height, value, elem))
+
+
+def g_memcpy(dst, src, width, deps=(), height=1, dpitch=0, spitch=0):
+    return gnode("memcpy", deps, struct.pack("<6Q", dst, dpitch or width, src, spitch or width, width, height))
+
+
+# what the sim runs after the setup (its module has no kernel): a memset,
+# a copy after it, the event recorded after that and waited on
+GRAPH_SIM = graph(g_memset(ARENA_BASE, 256, value=7), g_memcpy(ARENA_BASE + 4096, ARENA_BASE, 256, (0,)),
+                  gnode("record", (1,), struct.pack("<I", 16)), gnode("wait", (2,), struct.pack("<I", 16)))
+
+# one node of each type, on the setup's memory, kernel and event
+GRAPH_ALL = graph(gnode("empty"), g_memset(ARENA_BASE, 256, (0,), value=7),
+                  g_kernel(0, (1,)), g_memcpy(ARENA_BASE + 4096, ARENA_BASE, 256, (1, 2)),
+                  gnode("record", (3,), struct.pack("<I", 16)), gnode("wait", (), struct.pack("<I", 16)))
+
+
 def write(dirname, name, data):
     with open(os.path.join(dirname, name), "wb") as f:
         f.write(data)
 
 
+HARNESSES = ("frames", "decode", "session", "graph")
+
+
 def generate(corpus):
-    dirs = {k: os.path.join(corpus, k) for k in ("frames", "decode", "session")}
+    dirs = {k: os.path.join(corpus, k) for k in HARNESSES}
     for d in dirs.values():
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
@@ -215,7 +256,10 @@ def generate(corpus):
             continue
         a = sample_args(name, args)
         bulk = (FATBIN if name == "module_load" else bytes(range(256))) if "BULK_IN" in flags else b""
-        session_seeds["call_" + name] = hello() + SETUP + call(name, bulk, **a)
+        # the other graph calls need a graph: exec 0
+        pre = call("graph_instantiate", exec=0, flags=0, nodes=GRAPH_SIM) if name.startswith("graph_") \
+            and name != "graph_instantiate" else b""
+        session_seeds["call_" + name] = hello() + SETUP + pre + call(name, bulk, **a)
         # decode: the first byte picks the call and the side
         write(dirs["decode"], "args_" + name, bytes([cid << 1]) + body(args, a))
         rv = {f: (b"\x01\x02\x03" if t == "blob" else "y" if t == "str" else 1) for t, f in rets}
@@ -233,13 +277,19 @@ def generate(corpus):
         write(dirs["frames"], k, v)
     # the reader alone: a large bulk takes the path that bypasses its buffer
     big = bytes((i * 7) & 0xff for i in range(40000))
+    # the graph blob walk alone
+    write(dirs["graph"], "all_types", GRAPH_ALL)
+    write(dirs["graph"], "header_only", graph())
+    write(dirs["graph"], "chain", graph(*[gnode("empty", (i - 1,) if i else ()) for i in range(8)]))
+    write(dirs["graph"], "kernel_params", graph(g_kernel(5, params=bytes(range(24)), attrs=bytes(16))))
+    write(dirs["graph"], "truncated", GRAPH_ALL[:-3])
     write(dirs["frames"], "big_bulk", hello() + call("memcpy_htod", big, dst=ARENA_BASE, stream=0))
 
 
 def stale(a, b):
     """files that differ between two corpus trees, or are in one only"""
     out = []
-    for h in ("frames", "decode", "session"):
+    for h in HARNESSES:
         c = filecmp.dircmp(os.path.join(a, h), os.path.join(b, h))
         out += [os.path.join(h, f) for f in c.left_only + c.right_only + c.diff_files]
         _, mismatch, errors = filecmp.cmpfiles(c.left, c.right, c.common_files, shallow=False)

@@ -12,7 +12,7 @@ set -u
 build=${1:?usage: tests/fuzz/run.sh BUILD_DIR [SECONDS]}
 secs=${2:-60}
 here=$(cd "$(dirname "$0")" && pwd)
-harnesses=${FERRY_FUZZ_ONLY:-"frames decode session"}
+harnesses=${FERRY_FUZZ_ONLY:-"frames decode session graph"}
 work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-fuzz.XXXXXX") || exit 2
 
 for h in $harnesses; do
@@ -31,6 +31,7 @@ for h in $harnesses; do
   case $h in
   frames) extra="-max_len=131072" ;;
   decode) extra="-max_len=4096" ;;
+  graph) extra="-max_len=4096" ;;
   session) extra="-max_len=16384 -close_fd_mask=2" ;; # the session's log lines
   esac
   # no input here is over 128 KiB, so one allocation over 1 GiB is a

@@ -33,3 +33,6 @@ add_dependencies(test_image ferry_test_images)
 # the strict parser of numeric settings (FERRY_* variables)
 ferry_unit_test(test_setting ${CMAKE_SOURCE_DIR}/tests/unit/test_setting.c)
 target_link_libraries(test_setting PRIVATE ferry_common)
+# the graph node blob (protocol/graph.c): round trip and every malformed case
+ferry_unit_test(test_graph ${CMAKE_SOURCE_DIR}/tests/unit/test_graph.c)
+target_link_libraries(test_graph PRIVATE ferry_protocol)
