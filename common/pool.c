@@ -120,9 +120,13 @@ void ferry_pool_stream_forget(struct ferry_pool_clock *c, uint32_t stream) {
     if (c->events[i].stream == stream) c->events[i].stream = FERRY_POOL_NO_STREAM;
 }
 
-void ferry_pool_orphan(struct ferry_pool *p, uint32_t stream) {
-  for (size_t i = 0; i < p->npooled; i++)
-    if (p->pooled[i].stream == stream) p->pooled[i].stream = FERRY_POOL_NO_STREAM;
+void ferry_pool_orphan(struct ferry_pool *p, const struct ferry_pool_clock *c, uint32_t stream) {
+  for (size_t i = 0; i < p->npooled; i++) {
+    struct ferry_pool_block *b = &p->pooled[i];
+    if (b->stream != stream) continue;
+    if (ferry_pool_complete(c, b->stream, b->seq)) b->seq = 0; /* complete for good */
+    b->stream = FERRY_POOL_NO_STREAM;
+  }
 }
 
 int ferry_pool_complete(const struct ferry_pool_clock *c, uint32_t stream, uint64_t seq) {

@@ -84,10 +84,11 @@ int ferry_pool_event_recorded(struct ferry_pool_clock *c, uint32_t event, uint32
 int ferry_pool_event_waited(struct ferry_pool_clock *c, uint32_t stream, uint32_t event);
 void ferry_pool_event_synced(struct ferry_pool_clock *c, uint32_t event);
 void ferry_pool_event_forget(struct ferry_pool_clock *c, uint32_t event);
-/* a stream is destroyed (its id may come back for another): what it knew
-   goes, and the pools' blocks freed on it wait for a device sync */
+/* a stream is destroyed (its id may come back for another): the pools'
+   blocks freed on it whose frees are not known complete wait for a device
+   sync (orphan each pool first), then what the clock knew of it goes */
+void ferry_pool_orphan(struct ferry_pool *p, const struct ferry_pool_clock *c, uint32_t stream);
 void ferry_pool_stream_forget(struct ferry_pool_clock *c, uint32_t stream);
-void ferry_pool_orphan(struct ferry_pool *p, uint32_t stream);
 /* the free (stream, seq) is complete */
 int ferry_pool_complete(const struct ferry_pool_clock *c, uint32_t stream, uint64_t seq);
 

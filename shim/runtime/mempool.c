@@ -179,9 +179,9 @@ void ferry_mempool_event_forget(struct ferry_vgpu *v, uint32_t event) {
 void ferry_mempool_stream_forget(struct ferry_vgpu *v, uint32_t sid) {
   struct vgpu_pools *vp = pools_of(v);
   IF_USED(vp);
+  ferry_pool_orphan(&vp->orphans->pool, &vp->clock, sid);
+  for (size_t i = 0; i < vp->n; i++) ferry_pool_orphan(&vp->all[i]->pool, &vp->clock, sid);
   ferry_pool_stream_forget(&vp->clock, sid);
-  ferry_pool_orphan(&vp->orphans->pool, sid);
-  for (size_t i = 0; i < vp->n; i++) ferry_pool_orphan(&vp->all[i]->pool, sid);
   pthread_mutex_unlock(&vp->lock);
 }
 

@@ -146,14 +146,20 @@ static void destroyed_stream_waits_for_the_device(void **state) {
   struct env *e = *state;
   uint64_t a = alloc(e, 4096, S1);
   assert_int_equal(ferry_pool_free(&e->p, &e->c, a, S1), 0);
+  ferry_pool_orphan(&e->p, &e->c, S1);
   ferry_pool_stream_forget(&e->c, S1);
-  ferry_pool_orphan(&e->p, S1);
   /* a new stream with the same id neither reuses it nor completes it */
   assert_int_not_equal(alloc(e, 4096, S1), a);
   ferry_pool_stream_synced(&e->c, S1, ferry_pool_clock_now(&e->c));
   assert_int_not_equal(alloc(e, 4096, S2), a);
   ferry_pool_device_synced(&e->c, ferry_pool_clock_now(&e->c));
   assert_int_equal(alloc(e, 4096, S2), a);
+  /* a free known complete before its stream went stays complete */
+  assert_int_equal(ferry_pool_free(&e->p, &e->c, a, S2), 0);
+  ferry_pool_stream_synced(&e->c, S2, ferry_pool_clock_now(&e->c));
+  ferry_pool_orphan(&e->p, &e->c, S2);
+  ferry_pool_stream_forget(&e->c, S2);
+  assert_int_equal(alloc(e, 4096, S1), a);
 }
 
 static void release_threshold_at_sync(void **state) {
