@@ -5,6 +5,7 @@
  * pointer queries of pool memory, attributes, cuMemPoolTrimTo.
  *
  * usage: drv_mempool FATBIN [ITERATIONS=30 [N=65536]]
+ *        drv_mempool FATBIN refusals   pool IPC refused (only under ferry)
  *   FATBIN: tests/apps/drv_kernels.cu as a fat binary (drv_mix, drv_fold).
  * All arithmetic is on integers and checked against the host's; prints
  * "launches: L", "checksum: <hex>", then "PASSED" or "FAILED: n".
@@ -71,6 +72,19 @@ int main(int argc, char **argv) {
 
   CUmemoryPool pool, current;
   CU(cuDeviceGetDefaultMemPool(&pool, dev));
+  if (argc > 2 && !strcmp(argv[2], "refusals")) {
+    CUdeviceptr p;
+    CUmemPoolPtrExportData data;
+    CU(cuMemAllocAsync(&p, 4096, NULL));
+    CU_IS(cuMemPoolExportPointer(&data, p), CUDA_ERROR_NOT_SUPPORTED);
+    int fd;
+    CU_IS(cuMemPoolExportToShareableHandle(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+          CUDA_ERROR_NOT_SUPPORTED);
+    CU(cuMemFreeAsync(p, NULL));
+    CU_IS(cuMemFreeAsync(p, NULL), CUDA_ERROR_INVALID_VALUE);
+    CU(cuCtxSynchronize());
+    return drv_summary();
+  }
   CU(cuDeviceGetMemPool(&current, dev));
   EXPECT(pool == current);
   cuuint64_t keep = UINT64_MAX;

@@ -12,6 +12,8 @@
 // so that a test compares them with FERRY_STATS (cudaFreeAsync must add no
 // synchronization, and a warm pool no mapping).
 // usage: mempool [ITERATIONS=40] [N=16384]
+//        mempool refusals   what ferry refuses or catches, one "name=error"
+//                           line each (only meaningful under ferry)
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -78,7 +80,60 @@ static void worker(int id, int iters, unsigned *acc, int *syncs) {
   CHECK(cudaStreamDestroy(s));
 }
 
+static void say(const char *name, cudaError_t e) { printf("%s=%s\n", name, cudaGetErrorName(e)); }
+
+// under ferry: pools shared between processes are refused (the
+// multi-process work's), another device's access to a pool is refused as
+// peer access is, and frees of memory a pool keeps are caught
+static int refusals() {
+  cudaMemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+  props.location.type = cudaMemLocationTypeDevice;
+  cudaMemPool_t pool, def;
+  say("ipc_pool", cudaMemPoolCreate(&pool, &props));
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.location.type = cudaMemLocationTypeHost;
+  say("host_pool", cudaMemPoolCreate(&pool, &props));
+  props.location.type = cudaMemLocationTypeDevice;
+  CHECK(cudaMemPoolCreate(&pool, &props));
+  CHECK(cudaDeviceGetDefaultMemPool(&def, 0));
+  void *p;
+  CHECK(cudaMallocFromPoolAsync(&p, 4096, pool, 0));
+  cudaMemPoolPtrExportData data;
+  say("export_pointer", cudaMemPoolExportPointer(&data, p));
+  int fd = -1;
+  say("export_pool", cudaMemPoolExportToShareableHandle(&fd, pool, cudaMemHandleTypePosixFileDescriptor, 0));
+  cudaMemAccessDesc desc = {{cudaMemLocationTypeDevice, 1}, cudaMemAccessFlagsProtReadWrite};
+  say("access_other_device", cudaMemPoolSetAccess(pool, &desc, 1));
+  CHECK(cudaFreeAsync(p, 0));
+  say("free_async_twice", cudaFreeAsync(p, 0));
+  say("free_pooled", cudaFree(p));
+  say("free_async_host", cudaFreeAsync(&props, 0));
+  say("destroy_default", cudaMemPoolDestroy(def));
+  CHECK(cudaMemPoolDestroy(pool));
+  uint64_t v;
+  say("destroyed_pool", cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &v));
+  say("bad_attribute", cudaMemPoolGetAttribute(def, (cudaMemPoolAttr)99, &v));
+  // cudaDeviceReset destroys the device's pools; a fresh default pool follows
+  CHECK(cudaMemPoolCreate(&pool, &props));
+  uint64_t keep = 12345;
+  CHECK(cudaMemPoolSetAttribute(def, cudaMemPoolAttrReleaseThreshold, &keep));
+  CHECK(cudaDeviceReset());
+  say("pool_after_reset", cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &v));
+  CHECK(cudaDeviceGetDefaultMemPool(&def, 0));
+  CHECK(cudaMemPoolGetAttribute(def, cudaMemPoolAttrReleaseThreshold, &keep));
+  printf("threshold_after_reset=%llu\n", (unsigned long long)keep);
+  CHECK(cudaMallocAsync(&p, 4096, 0));
+  CHECK(cudaFreeAsync(p, 0));
+  CHECK(cudaDeviceSynchronize());
+  printf("PASSED\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "refusals")) return refusals();
   int iters = argc > 1 ? atoi(argv[1]) : 40;
   n = argc > 2 ? atoi(argv[2]) : 16384;
   size_t bytes = (size_t)n * sizeof(unsigned);

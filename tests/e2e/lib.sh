@@ -18,7 +18,7 @@ bg_pid=
 cleanup() {
   [ -n "$bg_pid" ] && kill "$bg_pid" 2>/dev/null && wait "$bg_pid" 2>/dev/null
   for s in $server_pids; do kill "$s" 2>/dev/null && wait "$s" 2>/dev/null; done
-  [ -n "${FERRY_KEEP_WORK:-}" ] || rm -rf "$work"
+  rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
 

@@ -87,6 +87,26 @@ remote)
   expect_not_in drv.out "^FAIL"
   expect_in drv.out "^pool reserved after trim: 0$"
   ;;
+refusals)
+  start_server
+  rc=$(run ref mempool refusals)
+  passed ref "$rc"
+  for line in ipc_pool=cudaErrorNotSupported host_pool=cudaErrorNotSupported \
+    export_pointer=cudaErrorNotSupported export_pool=cudaErrorNotSupported \
+    access_other_device=cudaErrorInvalidDevice free_async_twice=cudaErrorInvalidValue \
+    free_pooled=cudaErrorInvalidValue free_async_host=cudaErrorInvalidValue \
+    destroy_default=cudaErrorInvalidValue destroyed_pool=cudaErrorInvalidValue \
+    bad_attribute=cudaErrorInvalidValue pool_after_reset=cudaErrorInvalidValue threshold_after_reset=0; do
+    expect_in ref.out "^$line$"
+  done
+  expect_in ref.err "cudaMemPoolCreate with shareable handle types (IPC) is not supported by ferry"
+  expect_in ref.err "cudaMemPoolCreate of a host or NUMA location is not supported by ferry"
+  expect_in ref.err "cudaMemPoolExportPointer (memory pool IPC) is not supported by ferry"
+  expect_in ref.err "cudaMemPoolExportToShareableHandle (memory pool IPC) is not supported by ferry"
+  rc=$(run drv drv_mempool "$fatbin" refusals)
+  passed drv "$rc"
+  expect_in drv.err "cuMemPoolExportPointer (memory pool IPC) is not supported by ferry"
+  ;;
 warm)
   # a longer loop maps and unmaps nothing more once the pool is warm (each
   # block is larger than a mapping granule, so each new block would map)
