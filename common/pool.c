@@ -204,7 +204,8 @@ static void note_reserved(struct ferry_pool *p, uint64_t size) {
 
 int ferry_pool_alloc(struct ferry_pool *p, const struct ferry_pool_clock *c, uint64_t size,
                      uint32_t stream, const struct ferry_pool_backend *be, uint64_t *addr) {
-  if (!size || size > UINT64_MAX - FERRY_POOL_ALIGN) return ERR_INVALID_VALUE;
+  if (!size) return ERR_INVALID_VALUE;
+  if (size > UINT64_MAX - FERRY_POOL_ALIGN) return ERR_NO_MEMORY;
   size = (size + FERRY_POOL_ALIGN - 1) / FERRY_POOL_ALIGN * FERRY_POOL_ALIGN;
   /* the smallest reusable block that fits and wastes at most half of itself */
   size_t best = SIZE_MAX;
