@@ -168,7 +168,9 @@ static cudaError_t stream_wait_event(cudaStream_t s, cudaEvent_t e, unsigned fla
     /* two vGPUs share no queue: this thread waits for the event, so the
        stream's later work starts after it, as CUDA orders it */
     struct ferry_event_synchronize_args w = {ev->id};
-    return ferry_ret(ferry_call(&ferry.vgpus[ev->vgpu], FERRY_CALL_event_synchronize, &w, NULL, NULL));
+    rc = ferry_call(&ferry.vgpus[ev->vgpu], FERRY_CALL_event_synchronize, &w, NULL, NULL);
+    if (!rc) ferry_mempool_event_synced(&ferry.vgpus[ev->vgpu], ev->id);
+    return ferry_ret(rc);
   }
   a.event = ev->id;
   rc = ferry_call(v, FERRY_CALL_stream_wait_event, &a, NULL, NULL);
