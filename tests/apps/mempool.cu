@@ -107,6 +107,27 @@ static int refusals() {
   say("export_pool", cudaMemPoolExportToShareableHandle(&fd, pool, cudaMemHandleTypePosixFileDescriptor, 0));
   cudaMemAccessDesc desc = {{cudaMemLocationTypeDevice, 1}, cudaMemAccessFlagsProtReadWrite};
   say("access_other_device", cudaMemPoolSetAccess(pool, &desc, 1));
+  int devices = 0;
+  CHECK(cudaGetDeviceCount(&devices));
+  if (devices > 1) {
+    // a pool of device 1 with a stream of device 0; device 1's memory freed
+    // in device 0's stream order (complete once device 1 synchronizes)
+    cudaMemPoolProps other = props;
+    other.handleTypes = cudaMemHandleTypeNone;
+    other.location.id = 1;
+    cudaMemPool_t pool1;
+    CHECK(cudaMemPoolCreate(&pool1, &other));
+    void *q;
+    say("pool_of_other_device", cudaMallocFromPoolAsync(&q, 4096, pool1, 0));
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaMallocAsync(&q, 4096, 0));
+    CHECK(cudaSetDevice(0));
+    say("free_in_other_device_order", cudaFreeAsync(q, 0));
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaMemPoolDestroy(pool1));
+    CHECK(cudaSetDevice(0));
+  }
   CHECK(cudaFreeAsync(p, 0));
   say("free_async_twice", cudaFreeAsync(p, 0));
   say("free_pooled", cudaFree(p));
