@@ -290,13 +290,16 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute attr, CUdevice
     if (!r) return ferry_cu_unsupported("cuPointerGetAttribute RANGE_START_ADDR of host memory");
     *(CUdeviceptr *)data = base;
     return CUDA_SUCCESS;
+  case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: /* NULL for memory not from a pool, as in CUDA */
+    *(CUmemoryPool *)data = r ? (CUmemoryPool)ferry_mempool_of(v, ptr) : NULL;
+    return CUDA_SUCCESS;
   case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
     if (!r) return ferry_cu_unsupported("cuPointerGetAttribute RANGE_SIZE of host memory");
     *(size_t *)data = size;
     return CUDA_SUCCESS;
   default:
     return ferry_cu_unsupported("a cuPointerGetAttribute attribute other than context, type, "
-                                "pointers, ordinal, managed, mapped, sync, buffer id and range");
+                                "pointers, ordinal, managed, mapped, sync, buffer id, range and pool");
   }
 }
 

@@ -71,8 +71,14 @@ static int on_current(unsigned call, const void *args, void *rets) {
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
+  int err;
+  struct ferry_vgpu *v = ferry_current(&err);
+  if (!v) return ferry_ret(err);
+  uint64_t at = ferry_mempool_clock(v); /* the frees this synchronization completes */
   struct ferry_device_synchronize_args a = {0};
-  return ferry_ret(on_current(FERRY_CALL_device_synchronize, &a, NULL));
+  int rc = ferry_call(v, FERRY_CALL_device_synchronize, &a, NULL, NULL);
+  if (!rc) ferry_mempool_device_synced(v, at);
+  return ferry_ret(rc);
 }
 cudaError_t cudaProfilerStart(void) {
   struct ferry_profiler_args a = {1};
@@ -94,6 +100,7 @@ cudaError_t cudaDeviceReset(void) {
   pthread_mutex_lock(&v->arena_lock);
   ferry_arena_reset(&v->arena);
   pthread_mutex_unlock(&v->arena_lock);
+  ferry_mempool_reset(v); /* its pools too, as CUDA's */
   ferry_modules_forget(v->index);
   if (ferry_hooks.device_reset) ferry_hooks.device_reset(v->index);
   ferry_streams_forget(v->index);

@@ -33,7 +33,7 @@ static int unmap_remote(void *ctx, uint64_t addr, uint64_t size) {
   return ferry_call(ctx, FERRY_CALL_mem_unmap, &a, NULL, NULL);
 }
 
-static int device_alloc(struct ferry_vgpu *v, uint64_t size, void **out) {
+int ferry_device_alloc(struct ferry_vgpu *v, uint64_t size, void **out) {
   struct ferry_arena_backend be = {map_remote, unmap_remote, v};
   uint64_t addr = 0;
   pthread_mutex_lock(&v->arena_lock);
@@ -41,6 +41,15 @@ static int device_alloc(struct ferry_vgpu *v, uint64_t size, void **out) {
   pthread_mutex_unlock(&v->arena_lock);
   if (rc == cudaErrorInvalidValue) rc = cudaErrorMemoryAllocation;
   if (!rc) *out = (void *)(uintptr_t)addr;
+  return rc;
+}
+
+/* frees addr with no wait: the caller knows no queued work uses it */
+int ferry_device_release(struct ferry_vgpu *v, uint64_t addr) {
+  struct ferry_arena_backend be = {map_remote, unmap_remote, v};
+  pthread_mutex_lock(&v->arena_lock);
+  int rc = ferry_arena_free(&v->arena, addr, &be);
+  pthread_mutex_unlock(&v->arena_lock);
   return rc;
 }
 
@@ -53,7 +62,7 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
     *ptr = NULL;
     return cudaSuccess;
   }
-  return ferry_ret(device_alloc(v, size, ptr));
+  return ferry_ret(ferry_device_alloc(v, size, ptr));
 }
 
 cudaError_t cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height) {
@@ -68,7 +77,7 @@ cudaError_t cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t heig
     *pitch = p;
     return cudaSuccess;
   }
-  int rc = device_alloc(v, (uint64_t)p * height, ptr);
+  int rc = ferry_device_alloc(v, (uint64_t)p * height, ptr);
   if (!rc) *pitch = p;
   return ferry_ret(rc);
 }
@@ -88,39 +97,50 @@ cudaError_t cudaFree(void *ptr) {
   int live = ferry_arena_find(&v->arena, (uint64_t)(uintptr_t)ptr) != NULL;
   pthread_mutex_unlock(&v->arena_lock);
   if (!live) return ferry_ret(cudaErrorInvalidValue);
+  /* a block a pool keeps (freed with cudaFreeAsync) is not the program's */
+  if ((rc = ferry_mempool_on_free(v, (uint64_t)(uintptr_t)ptr))) return ferry_ret(rc);
   /* cudaFree waits for the device: kernels still running may use the memory
      (Thrust frees temporary storage right after launching into it) */
+  uint64_t at = ferry_mempool_clock(v);
   struct ferry_device_synchronize_args sync = {0};
   rc = ferry_call(v, FERRY_CALL_device_synchronize, &sync, NULL, NULL);
   if (rc) return ferry_ret(rc);
-  struct ferry_arena_backend be = {map_remote, unmap_remote, v};
-  pthread_mutex_lock(&v->arena_lock);
-  rc = ferry_arena_free(&v->arena, (uint64_t)(uintptr_t)ptr, &be);
-  pthread_mutex_unlock(&v->arena_lock);
+  rc = ferry_device_release(v, (uint64_t)(uintptr_t)ptr);
+  if (!rc) ferry_mempool_device_synced(v, at);
   return ferry_ret(rc);
 }
 
-/* Stream-ordered allocation: allocating at once is always early enough;
-   freeing waits for the stream, so no queued work can touch freed memory. */
+/* Stream-ordered allocation from the current pool (mempool.c): a block
+   freed earlier is reused without a call; freeing forwards nothing, the
+   block stays allocated in its pool until a synchronization shows its
+   free complete and the pool's release threshold lets it go. */
 static int malloc_async(void **ptr, size_t size, cudaStream_t stream, int per_thread) {
   struct ferry_vgpu *v;
   uint32_t sid;
   int rc = ferry_stream_resolve(stream, per_thread, &v, &sid);
   if (rc) return rc;
   if (!ptr) return cudaErrorInvalidValue;
+  /* capture check: lead adds at merge */
   if (!size) {
     *ptr = NULL;
     return 0;
   }
-  return device_alloc(v, size, ptr);
+  return ferry_mempool_malloc(v, sid, NULL, size, ptr);
 }
 
 static int free_async(void *ptr, cudaStream_t stream, int per_thread) {
-  struct ferry_vgpu *v;
-  struct ferry_stream_synchronize_args a;
-  int rc = ferry_stream_resolve(stream, per_thread, &v, &a.stream);
-  if (!rc) rc = ferry_call(v, FERRY_CALL_stream_synchronize, &a, NULL, NULL);
-  return rc ? rc : (int)cudaFree(ptr);
+  struct ferry_vgpu *sv;
+  uint32_t sid;
+  int rc = ferry_stream_resolve(stream, per_thread, &sv, &sid);
+  if (rc) return rc;
+  /* capture check: lead adds at merge */
+  if (!ptr) return 0;
+  struct ferry_vgpu *v = ferry_vgpu_of(ptr);
+  if (!v) return cudaErrorInvalidValue;
+  if (ferry_dead(v)) return cudaErrorDevicesUnavailable;
+  /* a stream of another vGPU orders nothing on v: a synchronization of v
+     completes the free (no work of another vGPU can use v's memory) */
+  return ferry_mempool_free(v, v == sv ? sid : UINT32_MAX, ptr);
 }
 
 cudaError_t cudaMallocAsync(void **ptr, size_t size, cudaStream_t stream) {

@@ -74,5 +74,35 @@ struct ferry_vgpu *ferry_vgpu_of(const void *p);
 /* 16- and 32-bit sets (the driver front end's cuMemsetD16/D32) */
 int ferry_memset_wide(void *dst, size_t pitch, uint32_t value, unsigned elem, size_t width,
                       size_t height, cudaStream_t stream, int per_thread);
+/* a new allocation in v's arena (0 or a cudaError_t); a release frees
+   one without waiting: the caller knows no queued work uses it */
+int ferry_device_alloc(struct ferry_vgpu *v, uint64_t size, void **out);
+int ferry_device_release(struct ferry_vgpu *v, uint64_t addr);
+
+/* ---- stream-ordered memory and pools (mempool.c) ---- */
+/* allocation and free in stream sid's order (sid UINT32_MAX in the free:
+   a stream of another vGPU); pool NULL: v's current pool */
+int ferry_mempool_malloc(struct ferry_vgpu *v, uint32_t sid, cudaMemPool_t pool, size_t size,
+                         void **ptr);
+int ferry_mempool_free(struct ferry_vgpu *v, uint32_t sid, void *ptr);
+/* cudaFree of addr: refused for a block a pool keeps, else it leaves its pool */
+int ferry_mempool_on_free(struct ferry_vgpu *v, uint64_t addr);
+/* the pool that handed addr out, or NULL */
+cudaMemPool_t ferry_mempool_of(struct ferry_vgpu *v, uint64_t addr);
+/* what completes frees: take the clock before a synchronization, and say
+   which one ended once it did; events recorded, waited for, synchronized,
+   destroyed; streams destroyed; the device reset */
+uint64_t ferry_mempool_clock(struct ferry_vgpu *v);
+void ferry_mempool_stream_synced(struct ferry_vgpu *v, uint32_t sid, uint64_t at);
+void ferry_mempool_device_synced(struct ferry_vgpu *v, uint64_t at);
+void ferry_mempool_event_recorded(struct ferry_vgpu *v, uint32_t event, uint32_t sid);
+void ferry_mempool_event_waited(struct ferry_vgpu *v, uint32_t sid, uint32_t event);
+void ferry_mempool_event_synced(struct ferry_vgpu *v, uint32_t event);
+void ferry_mempool_event_forget(struct ferry_vgpu *v, uint32_t event);
+void ferry_mempool_stream_forget(struct ferry_vgpu *v, uint32_t sid);
+void ferry_mempool_reset(struct ferry_vgpu *v);
+/* declared by cuda_runtime_api.h only under --default-stream per-thread */
+cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t pool,
+                                         cudaStream_t stream);
 
 #endif

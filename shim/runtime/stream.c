@@ -97,6 +97,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
   if (!st) return ferry_ret(cudaErrorInvalidResourceHandle);
   struct ferry_stream_destroy_args a = {st->id};
   int rc = ferry_call(&ferry.vgpus[st->vgpu], FERRY_CALL_stream_destroy, &a, NULL, NULL);
+  ferry_mempool_stream_forget(&ferry.vgpus[st->vgpu], st->id);
   ferry_handle_release(&ferry.streams, (uintptr_t)s); /* its id is free once the server forgot it */
   free(st);
   return ferry_ret(rc);
@@ -106,7 +107,10 @@ static cudaError_t stream_sync(cudaStream_t s, int per_thread) {
   struct ferry_vgpu *v;
   struct ferry_stream_synchronize_args a;
   int rc = ferry_stream_resolve(s, per_thread, &v, &a.stream);
-  if (!rc) rc = ferry_call(v, FERRY_CALL_stream_synchronize, &a, NULL, NULL);
+  if (rc) return ferry_ret(rc);
+  uint64_t at = ferry_mempool_clock(v); /* the frees this synchronization completes */
+  rc = ferry_call(v, FERRY_CALL_stream_synchronize, &a, NULL, NULL);
+  if (!rc) ferry_mempool_stream_synced(v, a.stream, at);
   return ferry_ret(rc);
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { return stream_sync(s, 0); }
@@ -164,10 +168,14 @@ static cudaError_t stream_wait_event(cudaStream_t s, cudaEvent_t e, unsigned fla
     /* two vGPUs share no queue: this thread waits for the event, so the
        stream's later work starts after it, as CUDA orders it */
     struct ferry_event_synchronize_args w = {ev->id};
-    return ferry_ret(ferry_call(&ferry.vgpus[ev->vgpu], FERRY_CALL_event_synchronize, &w, NULL, NULL));
+    rc = ferry_call(&ferry.vgpus[ev->vgpu], FERRY_CALL_event_synchronize, &w, NULL, NULL);
+    if (!rc) ferry_mempool_event_synced(&ferry.vgpus[ev->vgpu], ev->id);
+    return ferry_ret(rc);
   }
   a.event = ev->id;
-  return ferry_ret(ferry_call(v, FERRY_CALL_stream_wait_event, &a, NULL, NULL));
+  rc = ferry_call(v, FERRY_CALL_stream_wait_event, &a, NULL, NULL);
+  if (!rc) ferry_mempool_event_waited(v, a.stream, ev->id);
+  return ferry_ret(rc);
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) {
   return stream_wait_event(s, e, flags, 0);
@@ -226,6 +234,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
   struct ferry_event_destroy_args a = {ev->id};
   int rc = ferry_call(&ferry.vgpus[ev->vgpu], FERRY_CALL_event_destroy, &a, NULL, NULL);
   ferry_pre_forget(&ferry.vgpus[ev->vgpu], ev->id);
+  ferry_mempool_event_forget(&ferry.vgpus[ev->vgpu], ev->id);
   ferry_handle_release(&ferry.events, (uintptr_t)e); /* its id is free once the server forgot it */
   free(ev);
   return ferry_ret(rc);
@@ -241,6 +250,7 @@ static cudaError_t event_record(cudaEvent_t e, cudaStream_t s, int per_thread) {
   if (v->index != ev->vgpu) return ferry_ret(cudaErrorInvalidResourceHandle);
   rc = ferry_call(v, FERRY_CALL_event_record, &a, NULL, NULL);
   if (!rc) ferry_pre_forget(v, ev->id);
+  if (!rc) ferry_mempool_event_recorded(v, ev->id, a.stream);
   return ferry_ret(rc);
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return event_record(e, s, 0); }
@@ -251,7 +261,9 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   int rc = event_of(e, &ev);
   if (rc) return ferry_ret(rc);
   struct ferry_event_synchronize_args a = {ev->id};
-  return ferry_ret(ferry_call(&ferry.vgpus[ev->vgpu], FERRY_CALL_event_synchronize, &a, NULL, NULL));
+  rc = ferry_call(&ferry.vgpus[ev->vgpu], FERRY_CALL_event_synchronize, &a, NULL, NULL);
+  if (!rc) ferry_mempool_event_synced(&ferry.vgpus[ev->vgpu], ev->id);
+  return ferry_ret(rc);
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t e) {

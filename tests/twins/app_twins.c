@@ -412,6 +412,22 @@ static void mx_add(const struct ferry_twin_thread *t, const unsigned char *param
   FOR_BLOCK_THREADS(t, i) if ((int)i < n) x[i] = (x[i] ^ k) + i * 3u;
 }
 
+/* pool_fill(unsigned *out, int n, unsigned seed) of tests/apps/mempool.cu */
+static void pool_fill(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *out = ARG(unsigned *, 0);
+  int n = ARG(int, 8);
+  unsigned seed = ARG(unsigned, 12);
+  FOR_BLOCK_THREADS(t, i) if ((int)i < n) out[i] = seed * 2654435761u + i * 40503u;
+}
+
+/* pool_accum(unsigned *acc, const unsigned *in, int n): acc[i] = acc[i] * 31 + in[i] */
+static void pool_accum(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *acc = ARG(unsigned *, 0);
+  const unsigned *in = ARG(const unsigned *, 8);
+  int n = ARG(int, 16);
+  FOR_BLOCK_THREADS(t, i) if ((int)i < n) acc[i] = acc[i] * 31u + in[i];
+}
+
 const struct ferry_twin ferry_twins[] = {
     {"_Z6vecAddPKfS0_Pfi", vec_add, 0, 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}},
     {"_Z8sum_intoPKiiPy", sum_into, 0, 3, {{0, 8}, {8, 4}, {16, 8}}},
@@ -447,6 +463,8 @@ const struct ferry_twin ferry_twins[] = {
     {"drv_mix", drv_mix, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {"_Z8drv_foldPjPKji", drv_fold, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
     {"_Z6mx_addPjij", mx_add, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
+    {"_Z9pool_fillPjij", pool_fill, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
+    {"_Z10pool_accumPjPKji", pool_accum, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
     {NULL, NULL, 0, 0, {{0, 0}}},
 };
 

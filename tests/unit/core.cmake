@@ -1,4 +1,4 @@
-# Unit tests of the pieces every path relies on: codec, layouts, arena, handles,
+# Unit tests of the pieces every path relies on: codec, layouts, arena, pools, handles,
 # module image sizes.
 ferry_unit_test(test_codec ${CMAKE_SOURCE_DIR}/tests/unit/test_codec.c)
 target_link_libraries(test_codec PRIVATE ferry_protocol)
@@ -6,6 +6,9 @@ ferry_unit_test(test_layout ${CMAKE_SOURCE_DIR}/tests/unit/test_layout.c)
 target_link_libraries(test_layout PRIVATE ferry_protocol)
 ferry_unit_test(test_arena ${CMAKE_SOURCE_DIR}/tests/unit/test_arena.c)
 target_link_libraries(test_arena PRIVATE ferry_common)
+# stream-ordered pools' bookkeeping (cudaMallocAsync's reuse, thresholds, attributes)
+ferry_unit_test(test_pool ${CMAKE_SOURCE_DIR}/tests/unit/test_pool.c)
+target_link_libraries(test_pool PRIVATE ferry_common)
 ferry_unit_test(test_handles ${CMAKE_SOURCE_DIR}/tests/unit/test_handles.c)
 target_link_libraries(test_handles PRIVATE ferry_common)
 
