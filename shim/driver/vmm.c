@@ -347,9 +347,6 @@ static CUresult map_locked(struct ferry_vgpu *v, uint64_t ptr, size_t size, size
   if (offset || size != e->size)
     return ferry_cu_unsupported("cuMemMap of part of a handle (an offset, or a size other than "
                                 "the handle's)");
-  if (e->mapped)
-    return ferry_cu_unsupported("cuMemMap of a handle that is already mapped (one handle at two "
-                                "addresses)");
   if (e->vgpu != v->index) {
     ferry_log("cuMemMap of device %d's memory into a reservation of device %d is not supported "
               "by ferry; returning CUDA_ERROR_NOT_SUPPORTED", e->vgpu, v->index);
@@ -359,6 +356,9 @@ static CUresult map_locked(struct ferry_vgpu *v, uint64_t ptr, size_t size, size
   if (!r || ptr % v->arena.granularity || size > r->addr + r->size - ptr)
     return CUDA_ERROR_INVALID_VALUE;
   if (mapped_in(v, ptr, ptr + size)) return CUDA_ERROR_INVALID_VALUE; /* CUDA refuses too */
+  if (e->mapped)
+    return ferry_cu_unsupported("cuMemMap of a handle that is already mapped (one handle at two "
+                                "addresses)");
   if (e->at == ptr) { /* parked right here: the program's again */
     ferry_arena_park(&v->arena, ptr, 0);
   } else {
