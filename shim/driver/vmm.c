@@ -148,6 +148,7 @@ static CUresult evict_parked(struct ferry_vgpu *v, uint64_t lo, uint64_t hi) {
       ferry_arena_unreserve(&v->arena, to);
       return rc;
     }
+    ferry_arena_park(&v->arena, to, 1); /* still not the program's */
     e->own_resv = to;
   }
 }
