@@ -55,7 +55,8 @@ static struct vmm_handle *handles;
 static size_t nhandles, handles_cap;
 static size_t *free_slots; /* slots to reuse (same capacity as handles) */
 static size_t nfree_slots;
-static uint64_t pending; /* bytes of handles not yet mapped anywhere (cuMemCreate's check) */
+/* by vGPU: bytes of handles not yet mapped anywhere (cuMemCreate's check) */
+static uint64_t pending[FERRY_MAX_VGPUS];
 
 static uint64_t handle_value(size_t i) {
   return HANDLE_TAG | (uint64_t)(handles[i].gen & 0xffffff) << 32 | (uint64_t)(i + 1);
@@ -97,7 +98,7 @@ static CUresult handle_new(size_t *out) {
 }
 
 static void handle_drop(struct vmm_handle *e) {
-  if (!e->at) pending -= e->size;
+  if (!e->at) pending[e->vgpu] -= e->size;
   e->used = 0;
   free_slots[nfree_slots++] = (size_t)(e - handles);
 }
@@ -181,7 +182,14 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
   pthread_mutex_lock(&v->arena_lock);
   int e = ferry_arena_reserve(&v->arena, size, alignment, addr, &got);
   pthread_mutex_unlock(&v->arena_lock);
-  if (e) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (e) {
+    static int said;
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+      ferry_log("cuMemAddressReserve of %zu bytes: no room left in device %d's %llu GiB of "
+                "device addresses; returning CUDA_ERROR_OUT_OF_MEMORY", size, v->index,
+                (unsigned long long)(FERRY_ARENA_STRIDE >> 30));
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   *ptr = got;
   return CUDA_SUCCESS;
 }
@@ -262,14 +270,15 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
   if (e) return ferry_cu_result(e);
   pthread_mutex_lock(&vmm_lock);
   size_t i;
-  if (pending > ir.free_bytes || size > ir.free_bytes - pending) rc = CUDA_ERROR_OUT_OF_MEMORY;
+  uint64_t *p = &pending[v->index];
+  if (*p > ir.free_bytes || size > ir.free_bytes - *p) rc = CUDA_ERROR_OUT_OF_MEMORY;
   else rc = handle_new(&i);
   if (!rc) {
     handles[i].vgpu = v->index;
     handles[i].size = size;
     handles[i].prop = *prop;
     handles[i].refs = 1;
-    pending += size;
+    *p += size;
     *handle = handle_value(i);
   }
   pthread_mutex_unlock(&vmm_lock);
@@ -372,7 +381,7 @@ static CUresult map_locked(struct ferry_vgpu *v, uint64_t ptr, size_t size, size
       int err = ferry_arena_map_at(&v->arena, ptr, size, handle, &be);
       if (err) return ferry_cu_result(err);
       e->at = ptr;
-      pending -= e->size;
+      pending[e->vgpu] -= e->size;
     }
   }
   e->mapped = 1;

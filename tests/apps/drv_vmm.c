@@ -159,6 +159,7 @@ static void queries(CUdeviceptr seg, size_t seg_size) {
   CU_IS(cuMemUnmap(r + gran, gran / 2), CUDA_ERROR_INVALID_VALUE);     /* part of a mapping */
   CU_IS(cuMemFree(r + gran), CUDA_ERROR_INVALID_VALUE);               /* not cuMemAlloc's */
   CU_IS(cuMemCreate(&h2, gran + 4096, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+  CU_IS(cuMemCreate(&h2, seg_size + gran, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY); /* more than the device has */
   CU(cuMemRelease(h3));
   CU_IS(cuMemRelease(h3), CUDA_ERROR_INVALID_VALUE);
   /* released twice (create, retain) while mapped: the memory stays until unmapped */
