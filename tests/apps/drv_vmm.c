@@ -14,8 +14,9 @@
  * result is checked against a host model; all arithmetic is on integers, so
  * a run that migrated (at any launch) ends with the same checksum as one
  * that did not. Meanwhile other threads map, fill, check and unmap handles
- * of their own. After the rounds, the calls ferry refuses, and a device
- * reset (reservations outlive it). Prints "launches: L", "checksum: <hex>",
+ * of their own. After the rounds, the calls ferry refuses, with a second
+ * device what it refuses between devices, and a device reset (reservations
+ * outlive it). Prints "launches: L", "checksum: <hex>",
  * then "PASSED" or "FAILED: n"; each refusal as "refused: <what>=<CUresult>".
  * CPU twins of the kernels: tests/twins/app_twins.c.
  */
@@ -264,6 +265,40 @@ static void refusals(void) {
   MUST(cuMemAddressFree(r, 4 * gran));
 }
 
+/* with a second device: its own memory maps in its own reservations; peer
+   access and memory of one device in another's reservation are refused */
+static void second_device(CUcontext ctx0) {
+  CUdevice dev1;
+  CUcontext ctx1;
+  MUST(cuDeviceGet(&dev1, 1));
+  MUST(cuDevicePrimaryCtxRetain(&ctx1, dev1));
+  CUmemAllocationProp p1 = prop;
+  p1.location.id = 1;
+  CUmemGenericAllocationHandle h0 = create(), h1 = 0;
+  MUST(cuMemCreate(&h1, gran, &p1, 0));
+  CUdeviceptr r0 = 0, r1 = 0;
+  MUST(cuMemAddressReserve(&r0, 2 * gran, 0, 0, 0));
+  MUST(cuCtxSetCurrent(ctx1));
+  MUST(cuMemAddressReserve(&r1, 2 * gran, 0, 0, 0));
+  CUmemAccessDesc d1 = {{CU_MEM_LOCATION_TYPE_DEVICE, 1}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  CU(cuMemMap(r1, gran, 0, h1, 0));
+  CU(cuMemSetAccess(r1, gran, &d1, 1));
+  unsigned word = 0xbeef, back = 0;
+  CU(cuMemcpyHtoD(r1 + 4, &word, 4));
+  CU(cuMemcpyDtoH(&back, r1 + 4, 4));
+  EXPECT(back == word);
+  MUST(cuCtxSetCurrent(ctx0));
+  refusal("cuMemMap across devices", cuMemMap(r0 + gran, gran, 0, h1, 0));
+  map_rw(r0, gran, h0);
+  refusal("cuMemSetAccess peer", cuMemSetAccess(r0, gran, &d1, 1));
+  CU(cuMemUnmap(r0, gran));
+  CU(cuMemUnmap(r1, gran));
+  CU(cuMemRelease(h0));
+  CU(cuMemRelease(h1));
+  CU(cuMemAddressFree(r0, 2 * gran));
+  CU(cuMemAddressFree(r1, 2 * gran));
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: drv_vmm FATBIN [ROUNDS]\n");
@@ -404,6 +439,9 @@ int main(int argc, char **argv) {
   CU(cuMemRelease(spare));
   CU(cuMemAddressFree(spare_at, 3 * gran));
   refusals();
+  int count = 0;
+  MUST(cuDeviceGetCount(&count));
+  if (count > 1) second_device(ctx);
   reset(dev, ctx);
   printf("launches: %d\n", launches);
   printf("checksum: %016llx\n", sum);

@@ -190,6 +190,14 @@ vmm)
   n=$(grep -c "not supported" "$work/vmm.err")
   [ "$n" = 6 ] || fail "expected 6 refusals, got $n"
   expect_in vmm.err "cuMemAddressFree of a reservation whose memory is still mapped"
+  # two vGPUs: each maps its own memory; between them, refused
+  rc=$(FERRY_DEVICES="$FERRY_DEVICES,$FERRY_DEVICES" run vmm2 drv_vmm "$apps/drv_kernels.fatbin")
+  toured vmm2 "$rc"
+  expect_in vmm2.out "^refused: cuMemMap across devices=CUDA_ERROR_NOT_SUPPORTED$"
+  expect_in vmm2.out "^refused: cuMemSetAccess peer=CUDA_ERROR_NOT_SUPPORTED$"
+  expect_in vmm2.err "ferry: cuMemMap of device 1's memory into a reservation of device 0 is not supported by ferry"
+  expect_in vmm2.err "ferry: cuMemSetAccess for a device other than the memory's own (peer access to program VMM memory) is not supported by ferry"
+  [ "$(value vmm2 checksum)" = "$(value vmm checksum)" ] || fail "two devices: another checksum"
   ;;
 migrate_vmm)
   # moved at launches through the rounds (while a handle the program keeps
