@@ -17,6 +17,15 @@
  * its image) reads mapped memory; without the floor it would read below the
  * arena's reservation and fault. No region covers the floor, so mem-sync
  * never copies it and copies into it are refused.
+ *
+ * Reservations (the driver API's cuMemAddressReserve) are extents taken
+ * out of the free list, so ordinary allocations avoid them; the program
+ * maps memory of its own handles inside them (ferry_arena_map_at). Such a
+ * mapping is a region too, tagged with its handle, so that pointer checks
+ * and mem-sync treat it like any allocation; a region the program unmapped
+ * while its handle lives on is "parked": still mapped on the GPU and
+ * copied by mem-sync (the handle owns its contents), but not the program's
+ * to use. Reservations survive a reset; mappings do not.
  * Not thread-safe: callers hold their own lock.
  */
 #ifndef FERRY_ARENA_H
@@ -29,6 +38,12 @@
 
 struct ferry_region {
   uint64_t addr, size; /* size as requested by the program */
+  uint64_t handle;     /* 0: an allocation; else the program's VMM handle mapped here */
+  int parked;          /* VMM: unmapped by the program, its memory kept for the handle */
+};
+
+struct ferry_reservation {
+  uint64_t addr, size; /* granule multiples */
 };
 
 struct ferry_mapping {
@@ -48,6 +63,8 @@ struct ferry_arena {
   size_t nregions, regions_cap;
   struct ferry_mapping *maps; /* sorted by addr */
   size_t nmaps, maps_cap;
+  struct ferry_reservation *resv; /* sorted by addr */
+  size_t nresv, resv_cap;
   uint64_t live_bytes, mapped_bytes; /* mapped_bytes: the floor too, while mapped */
 };
 
@@ -61,18 +78,53 @@ struct ferry_arena_backend {
 /* size: two granules at least (the floor and room for allocations) */
 int ferry_arena_init(struct ferry_arena *a, uint64_t base, uint64_t size, uint64_t granularity);
 void ferry_arena_destroy(struct ferry_arena *a);
-/* forget everything without unmapping (the GPU side was reset) */
+/* forget every allocation and mapping without unmapping (the GPU side was
+   reset); reservations stay */
 void ferry_arena_reset(struct ferry_arena *a);
 
 /* 0 and *addr, or cudaErrorMemoryAllocation / the backend's error; a failed
    allocation leaves the arena exactly as it was */
 int ferry_arena_alloc(struct ferry_arena *a, uint64_t size, const struct ferry_arena_backend *be,
                       uint64_t *addr);
-/* 0, or cudaErrorInvalidValue when addr is not the start of a live allocation */
+/* 0, or cudaErrorInvalidValue when addr is not the start of a live
+   allocation (a VMM mapping is not one) */
 int ferry_arena_free(struct ferry_arena *a, uint64_t addr, const struct ferry_arena_backend *be);
 
-/* the live allocation containing p, or NULL */
+/* the live allocation or mapped VMM region containing p, or NULL (a parked
+   region is not the program's) */
 const struct ferry_region *ferry_arena_find(const struct ferry_arena *a, uint64_t p);
+/* the same, parked regions included */
+const struct ferry_region *ferry_arena_find_any(const struct ferry_arena *a, uint64_t p);
+/* [p, p + len) lies in one live allocation, or in back-to-back mapped VMM
+   regions (a copy may cross from one handle's memory into the next) */
+int ferry_arena_covers(const struct ferry_arena *a, uint64_t p, uint64_t len);
+
+/* index of the first region (parked ones included) that ends after p:
+   regions[i..] overlapping a range start there; nregions when none */
+size_t ferry_arena_first_after(const struct ferry_arena *a, uint64_t p);
+
+/* ---- reservations and the program's own mappings (program VMM) ---- */
+/* reserves size (rounded up to the granularity) aligned to align (a power
+   of two; at least the granularity); at hint when that range is free,
+   else wherever it fits, from the top of the arena down.
+   0 and *addr, or cudaErrorMemoryAllocation */
+int ferry_arena_reserve(struct ferry_arena *a, uint64_t size, uint64_t align, uint64_t hint,
+                        uint64_t *addr);
+/* gives the reservation starting at addr back; cudaErrorInvalidValue when
+   none starts there or a region (mapped or parked) still lies inside */
+int ferry_arena_unreserve(struct ferry_arena *a, uint64_t addr);
+/* the reservation containing p, or NULL */
+const struct ferry_reservation *ferry_arena_reservation(const struct ferry_arena *a, uint64_t p);
+/* maps [addr, addr + size) for handle (non-zero): granule-aligned, inside
+   one reservation, over no other region; cudaErrorInvalidValue, or the
+   backend's error with the arena unchanged */
+int ferry_arena_map_at(struct ferry_arena *a, uint64_t addr, uint64_t size, uint64_t handle,
+                       const struct ferry_arena_backend *be);
+/* the VMM region starting at addr: parked (1) or the program's again (0);
+   cudaErrorInvalidValue when there is none */
+int ferry_arena_park(struct ferry_arena *a, uint64_t addr, int parked);
+/* unmaps the VMM region starting at addr and forgets it */
+int ferry_arena_unmap_at(struct ferry_arena *a, uint64_t addr, const struct ferry_arena_backend *be);
 static inline int ferry_arena_contains(const struct ferry_arena *a, uint64_t p) {
   return p >= a->base && p - a->base < a->size;
 }

@@ -106,6 +106,10 @@ int ferry_cu_module_each_function(void *a0, CUmodule module, void *callback, voi
 /* the context is gone: its context-local values are dropped, their
    destructors run (export.c) */
 void ferry_cu_cls_drop(CUcontext ctx);
+/* program VMM (vmm.c): the handle types a handle was made to be exported
+   as; forget: a reset of vgpu dropped its handles' memory */
+unsigned ferry_cu_vmm_handle_types(uint64_t handle);
+void ferry_cu_vmm_forget(int vgpu);
 /* a whole file, NUL-terminated past its end (PTX needs it); NULL on error */
 char *ferry_cu_read_file(const char *path, size_t *len);
 

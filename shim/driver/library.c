@@ -49,7 +49,7 @@ static struct cu_library *libs;
 
 /* the runtime front end's cudaDeviceReset (the core's device_reset hook):
    modules die, libraries load again when next used, globals are looked up
-   again */
+   again, program VMM handles die */
 static void forget_vgpu(int vgpu) {
   pthread_mutex_lock(&libs_lock);
   for (struct cu_library *l = libs; l; l = l->next) {
@@ -60,6 +60,7 @@ static void forget_vgpu(int vgpu) {
   }
   pthread_mutex_unlock(&libs_lock);
   ferry_cu_modules_forget(vgpu);
+  ferry_cu_vmm_forget(vgpu);
 }
 __attribute__((constructor)) static void reset_hook(void) { ferry_hooks.device_reset = forget_vgpu; }
 

@@ -252,16 +252,36 @@ SETS(32, unsigned int, 4)
 static CUresult pointer_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr) {
   struct ferry_vgpu *v = ferry_vgpu_of(DEV(ptr));
   const struct ferry_region *r = NULL;
-  uint64_t base = 0, size = 0;
+  uint64_t base = 0, size = 0, handle = 0;
+  int reserved = 0;
   if (v) {
     pthread_mutex_lock(&v->arena_lock);
     r = ferry_arena_find(&v->arena, ptr);
-    if (r) base = r->addr, size = r->size;
+    if (r) base = r->addr, size = r->size, handle = r->handle;
+    /* program VMM memory: CUDA's range is the whole reservation, mapped or not */
+    const struct ferry_reservation *res = ferry_arena_reservation(&v->arena, ptr);
+    if (res && (!r || handle)) base = res->addr, size = res->size, reserved = 1;
     pthread_mutex_unlock(&v->arena_lock);
+  }
+  if (!r && reserved) { /* reserved, nothing mapped there */
+    switch (attr) {
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = base; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = size; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MAPPED: *(int *)data = 0; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
   }
   int pinned = !r && ferry_host_pinned(DEV(ptr));
   if (!r && !pinned) return CUDA_ERROR_INVALID_VALUE; /* memory the driver does not know */
   switch (attr) {
+  case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+    if (!handle) break;
+    *(unsigned long long *)data = ferry_cu_vmm_handle_types(handle);
+    return CUDA_SUCCESS;
+  case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+    if (!handle) break;
+    *(int *)data = 0; /* cudaIpcGetMemHandle is for cudaMalloc's memory */
+    return CUDA_SUCCESS;
   case CU_POINTER_ATTRIBUTE_CONTEXT:
     *(CUcontext *)data = ferry_cu_primary(r ? v->index : ferry_thread()->device);
     return CUDA_SUCCESS;
@@ -298,9 +318,10 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute attr, CUdevice
     *(size_t *)data = size;
     return CUDA_SUCCESS;
   default:
-    return ferry_cu_unsupported("a cuPointerGetAttribute attribute other than context, type, "
-                                "pointers, ordinal, managed, mapped, sync, buffer id, range and pool");
+    break;
   }
+  return ferry_cu_unsupported("a cuPointerGetAttribute attribute other than context, type, "
+                              "pointers, ordinal, managed, mapped, sync, buffer id, range and pool");
 }
 
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr) {

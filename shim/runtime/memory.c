@@ -168,8 +168,7 @@ static int device_side(const void *p, uint64_t count, struct ferry_vgpu **v) {
   }
   if (ferry_dead(*v)) return cudaErrorDevicesUnavailable;
   pthread_mutex_lock(&(*v)->arena_lock);
-  const struct ferry_region *r = ferry_arena_find(&(*v)->arena, (uint64_t)(uintptr_t)p);
-  int ok = r && (uint64_t)(uintptr_t)p + count <= r->addr + (r->size ? r->size : 0);
+  int ok = ferry_arena_covers(&(*v)->arena, (uint64_t)(uintptr_t)p, count);
   pthread_mutex_unlock(&(*v)->arena_lock);
   return ok || count == 0 ? 0 : cudaErrorInvalidValue;
 }

@@ -9,6 +9,7 @@
 #   drv_unsupported  C, -lcuda: calls ferry refuses
 #   drv_export       C, -lcuda: each entry of the private tables ferry serves
 #   drv_mempool      C, -lcuda: stream-ordered allocation and pools (mempool.sh)
+#   drv_vmm          C, -lcuda: program VMM, an expandable segment as PyTorch grows one
 set(FERRY_DRV_SRC ${CMAKE_SOURCE_DIR}/tests/apps)
 set(FERRY_DRV_STUBS ${CUDA_HOME}/lib64/stubs)
 set(FERRY_DRV_CFLAGS -std=c11 -O2 -Wall -Wextra)
@@ -32,7 +33,7 @@ add_custom_command(
 
 set(FERRY_DRV_DEPS ${FERRY_DRV_SRC}/drv_check.h ${FERRY_DRV_SRC}/cuda_check.h)
 # C programs: the host compiler, cuda.h, the driver stub; nothing of ferry's
-foreach(app drv_tour drv_unsupported drv_export drv_mempool)
+foreach(app drv_tour drv_unsupported drv_export drv_mempool drv_vmm)
   add_custom_command(
     OUTPUT ${FERRY_APP_DIR}/${app}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${FERRY_APP_DIR}
@@ -61,10 +62,12 @@ add_custom_command(
 add_custom_target(ferry_driver_apps ALL
   DEPENDS ${FERRY_DRV_KERNELS}.fatbin ${FERRY_APP_DIR}/drv_tour ${FERRY_APP_DIR}/drv_tour_static
           ${FERRY_APP_DIR}/drv_mixed ${FERRY_APP_DIR}/drv_unsupported ${FERRY_APP_DIR}/drv_export
-          ${FERRY_APP_DIR}/drv_mempool)
+          ${FERRY_APP_DIR}/drv_mempool
+          ${FERRY_APP_DIR}/drv_vmm)
 
 set(FERRY_DRIVER_CASES tour tour_static mixed unsupported no_config export_tables
-    migrate_tour migrate_tour_static migrate_mixed migrate_tour_helper migrate_mixed_helper)
+    migrate_tour migrate_tour_static migrate_mixed migrate_tour_helper migrate_mixed_helper
+    vmm migrate_vmm migrate_vmm_helper)
 foreach(case ${FERRY_DRIVER_CASES})
   add_test(NAME e2e_driver_${case}
            COMMAND sh ${CMAKE_SOURCE_DIR}/tests/e2e/driver.sh ${CMAKE_BINARY_DIR} ${case})

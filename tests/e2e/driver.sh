@@ -171,6 +171,48 @@ migrate_mixed)
   echo "$case_name: $launches launches; migrating at launch $ks (FERRY_MIGRATE_KS=\"$ks\" repeats this)"
   migrate_at "$ks" at drv_mixed "$apps/drv_kernels.fatbin" $iters
   ;;
+vmm)
+  # program VMM: an expandable segment grown, shrunk and checked; each
+  # refusal prints its one line (once, however often) and returns an error
+  start_server
+  rc=$(run vmm drv_vmm "$apps/drv_kernels.fatbin")
+  toured vmm "$rc"
+  expect_in vmm.out "^granularity: 2097152$"
+  for what in "cuMemMap partial" "cuMemMap offset" "cuMemMap alias" "cuMemSetAccess read-only" \
+    "cuMemCreate fabric" cuMemExportToShareableHandle cuMulticastCreate; do
+    expect_in vmm.out "^refused: $what=CUDA_ERROR_NOT_SUPPORTED$"
+  done
+  for line in "cuMemMap of part of a handle" "cuMemMap of a handle that is already mapped" \
+    "cuMemSetAccess with access other than read/write" "cuMemCreate with a fabric or Win32 handle type" \
+    "cuMemExportToShareableHandle is" "cuMulticastCreate is"; do
+    n=$(grep -c "ferry: $line.*not supported by ferry" "$work/vmm.err")
+    [ "$n" = 1 ] || fail "expected one line '$line ... not supported by ferry', got $n"
+  done
+  n=$(grep -c "not supported" "$work/vmm.err")
+  [ "$n" = 6 ] || fail "expected 6 refusals, got $n"
+  expect_in vmm.err "cuMemAddressFree of a reservation whose memory is still mapped"
+  # two vGPUs: each maps its own memory; between them, refused
+  rc=$(FERRY_DEVICES="$FERRY_DEVICES,$FERRY_DEVICES" run vmm2 drv_vmm "$apps/drv_kernels.fatbin")
+  toured vmm2 "$rc"
+  expect_in vmm2.out "^refused: cuMemMap across devices=CUDA_ERROR_NOT_SUPPORTED$"
+  expect_in vmm2.out "^refused: cuMemSetAccess peer=CUDA_ERROR_NOT_SUPPORTED$"
+  expect_in vmm2.err "ferry: cuMemMap of device 1's memory into a reservation of device 0 is not supported by ferry"
+  expect_in vmm2.err "ferry: cuMemSetAccess for a device other than the memory's own (peer access to program VMM memory) is not supported by ferry"
+  [ "$(value vmm2 checksum)" = "$(value vmm checksum)" ] || fail "two devices: another checksum"
+  ;;
+migrate_vmm)
+  # moved at launches through the rounds (while a handle the program keeps
+  # is unmapped, too): the same results as a run that stayed
+  start_server
+  reference ref drv_vmm "$apps/drv_kernels.fatbin"
+  if [ -n "${FERRY_MIGRATE_KS:-}" ]; then ks=$FERRY_MIGRATE_KS; else
+    # each round launches four kernels, its fourth while the spare handle is
+    # unmapped (in round 1 also moved out of a new mapping's way: launch 8)
+    ks="1 4 8 $((launches / 2)) $((launches - 1)) $(shuf -i 1-"$launches" -n 1)"
+  fi
+  echo "$case_name: $launches launches; migrating at launch $ks (FERRY_MIGRATE_KS=\"$ks\" repeats this)"
+  migrate_at "$ks" at drv_vmm "$apps/drv_kernels.fatbin"
+  ;;
 *)
   fail "unknown case"
   ;;

@@ -227,6 +227,152 @@ static void failed_first_allocation_maps_nothing(void **state) {
   ferry_arena_destroy(&a);
 }
 
+
+/* ---- reservations and the program's own mappings (program VMM) ---- */
+
+#define ARENA (1ull << 40)
+
+static void reservations_are_avoided_and_hints_honoured(void **state) {
+  (void)state;
+  struct fake_gpu gpu = {0};
+  struct ferry_arena_backend be = {fake_map, fake_unmap, &gpu};
+  struct ferry_arena a;
+  assert_int_equal(ferry_arena_init(&a, BASE, ARENA, G), 0);
+  uint64_t r1, r2, r3, p;
+  /* no hint: from the top down, rounded up to the granularity */
+  assert_int_equal(ferry_arena_reserve(&a, 100 * G + 4096, 0, 0, &r1), 0);
+  assert_true(r1 == BASE + ARENA - 101 * G);
+  assert_ptr_equal(ferry_arena_reservation(&a, r1 + 101 * G - 1), &a.resv[0]);
+  assert_null(ferry_arena_reservation(&a, r1 - 1));
+  /* a free, aligned hint inside the arena is honoured */
+  uint64_t hint = BASE + 64 * G;
+  assert_int_equal(ferry_arena_reserve(&a, 8 * G, 0, hint, &r2), 0);
+  assert_true(r2 == hint);
+  /* a busy, misaligned or outside hint is only a hint */
+  assert_int_equal(ferry_arena_reserve(&a, 8 * G, 0, hint + 4 * G, &r3), 0);
+  assert_true(r3 != hint + 4 * G && (r3 + 8 * G <= hint || r3 >= hint + 8 * G));
+  assert_int_equal(ferry_arena_unreserve(&a, r3), 0);
+  assert_int_equal(ferry_arena_reserve(&a, 8 * G, 0, hint + 8 * G + 4096, &r3), 0);
+  assert_true(r3 != hint + 8 * G + 4096 && r3 % G == 0);
+  assert_int_equal(ferry_arena_unreserve(&a, r3), 0);
+  assert_int_equal(ferry_arena_reserve(&a, 8 * G, 0, BASE - 16 * G, &r3), 0);
+  assert_true(r3 >= BASE + G && r3 + 8 * G <= BASE + ARENA);
+  assert_int_equal(ferry_arena_unreserve(&a, r3), 0);
+  /* alignment */
+  assert_int_equal(ferry_arena_reserve(&a, G, 64 * G, 0, &r3), 0);
+  assert_true(r3 % (64 * G) == 0);
+  assert_int_equal(ferry_arena_unreserve(&a, r3), 0);
+  /* ordinary allocations never land in a reservation, even when they must
+     go around one */
+  for (int i = 0; i < 40; i++) {
+    assert_int_equal(ferry_arena_alloc(&a, 3 * G, &be, &p), 0);
+    assert_true(p + 3 * G <= r2 || p >= r2 + 8 * G);
+    assert_true(p + 3 * G <= r1);
+  }
+  assert_int_equal(gpu.maps, 40); /* a reservation maps nothing */
+  /* too large, or only the exact start frees one */
+  assert_int_equal(ferry_arena_reserve(&a, ARENA, 0, 0, &r3), 2);
+  assert_int_equal(ferry_arena_unreserve(&a, r2 + G), 1);
+  assert_int_equal(ferry_arena_unreserve(&a, r2), 0);
+  assert_int_equal(ferry_arena_unreserve(&a, r2), 1);
+  assert_int_equal(ferry_arena_unreserve(&a, r1), 0);
+  assert_int_equal(a.nresv, 0);
+  ferry_arena_destroy(&a);
+}
+
+static void the_arena_holds_many_device_sized_reservations(void **state) {
+  (void)state;
+  /* PyTorch's expandable segments reserve about the device's memory per
+     segment: a 4 TiB arena takes 16 of 192 GiB (and a few cudaMallocs) */
+  struct ferry_arena a;
+  assert_int_equal(ferry_arena_init(&a, BASE, 4ull << 40, G), 0);
+  uint64_t r;
+  for (int i = 0; i < 16; i++) assert_int_equal(ferry_arena_reserve(&a, 192ull << 30, 0, 0, &r), 0);
+  assert_int_equal(ferry_arena_alloc(&a, 64ull << 30, NULL, &r), 0);
+  ferry_arena_destroy(&a);
+}
+
+static void mappings_in_a_reservation(void **state) {
+  (void)state;
+  struct fake_gpu gpu = {0};
+  struct ferry_arena_backend be = {fake_map, fake_unmap, &gpu};
+  struct ferry_arena a;
+  assert_int_equal(ferry_arena_init(&a, BASE, ARENA, G), 0);
+  uint64_t r, p;
+  assert_int_equal(ferry_arena_reserve(&a, 16 * G, 0, 0, &r), 0);
+  /* outside a reservation, misaligned, past its end, handle 0: refused */
+  assert_int_equal(ferry_arena_map_at(&a, BASE + 4 * G, G, 7, &be), 1);
+  assert_int_equal(ferry_arena_map_at(&a, r + 4096, G, 7, &be), 1);
+  assert_int_equal(ferry_arena_map_at(&a, r, G + 4096, 7, &be), 1);
+  assert_int_equal(ferry_arena_map_at(&a, r + 15 * G, 2 * G, 7, &be), 1);
+  assert_int_equal(ferry_arena_map_at(&a, r, G, 0, &be), 1);
+  assert_int_equal(gpu.maps, 0);
+  /* three chunks back to back, as an expandable segment grows */
+  for (uint64_t i = 0; i < 3; i++) assert_int_equal(ferry_arena_map_at(&a, r + i * G, G, 10 + i, &be), 0);
+  assert_int_equal(gpu.maps, 3);
+  assert_true(a.live_bytes == 3 * G && a.mapped_bytes == 3 * G);
+  assert_int_equal(ferry_arena_map_at(&a, r + G, G, 20, &be), 1); /* over a mapping */
+  assert_true(ferry_arena_find(&a, r + G + 5)->handle == 11);
+  assert_true(ferry_arena_covers(&a, r + G / 2, 2 * G)); /* across chunk boundaries */
+  assert_false(ferry_arena_covers(&a, r + G / 2, 3 * G)); /* past the last chunk */
+  assert_int_equal(ferry_arena_free(&a, r, &be), 1);      /* not cudaFree's */
+  /* an ordinary allocation never counts as the next chunk */
+  assert_int_equal(ferry_arena_alloc(&a, G, &be, &p), 0);
+  assert_false(ferry_arena_covers(&a, p + G - 8, 16));
+  /* parked: mapped on the GPU, not the program's */
+  assert_int_equal(ferry_arena_park(&a, r + G, 1), 0);
+  assert_null(ferry_arena_find(&a, r + G));
+  assert_true(ferry_arena_find_any(&a, r + G)->parked);
+  assert_false(ferry_arena_covers(&a, r + G / 2, G));
+  assert_int_equal(ferry_arena_unreserve(&a, r), 1); /* regions inside */
+  assert_int_equal(ferry_arena_park(&a, r + G, 0), 0);
+  assert_true(ferry_arena_covers(&a, r, 3 * G));
+  assert_int_equal(ferry_arena_park(&a, r + G / 2, 1), 1);
+  /* a failed unmap keeps the region; then each goes */
+  assert_int_equal(ferry_arena_unmap_at(&a, r + G / 2, &be), 1);
+  for (uint64_t i = 0; i < 3; i++) assert_int_equal(ferry_arena_unmap_at(&a, r + i * G, &be), 0);
+  assert_int_equal(gpu.unmaps, 3);
+  assert_int_equal(ferry_arena_unreserve(&a, r), 0);
+  assert_int_equal(ferry_arena_free(&a, p, &be), 0);
+  assert_true(a.live_bytes == 0 && a.mapped_bytes == 0 && gpu.n == 0);
+  ferry_arena_destroy(&a);
+}
+
+static void failed_map_at_leaves_no_trace(void **state) {
+  (void)state;
+  struct fake_gpu gpu = {.fail_at = 1};
+  struct ferry_arena_backend be = {fake_map, fake_unmap, &gpu};
+  struct ferry_arena a;
+  assert_int_equal(ferry_arena_init(&a, BASE, ARENA, G), 0);
+  uint64_t r;
+  assert_int_equal(ferry_arena_reserve(&a, 4 * G, 0, 0, &r), 0);
+  assert_int_equal(ferry_arena_map_at(&a, r, G, 5, &be), 2);
+  assert_true(a.nregions == 0 && a.nmaps == 0 && a.live_bytes == 0);
+  assert_int_equal(ferry_arena_map_at(&a, r, G, 5, &be), 0);
+  ferry_arena_destroy(&a);
+}
+
+static void a_reset_keeps_reservations(void **state) {
+  (void)state;
+  struct fake_gpu gpu = {0};
+  struct ferry_arena_backend be = {fake_map, fake_unmap, &gpu};
+  struct ferry_arena a;
+  assert_int_equal(ferry_arena_init(&a, BASE, 64 * G, G), 0);
+  uint64_t r, p;
+  assert_int_equal(ferry_arena_reserve(&a, 8 * G, 0, BASE + 8 * G, &r), 0);
+  assert_true(r == BASE + 8 * G);
+  assert_int_equal(ferry_arena_map_at(&a, r, G, 3, &be), 0);
+  ferry_arena_reset(&a);
+  assert_true(a.nregions == 0 && a.nmaps == 0 && a.nresv == 1);
+  assert_null(ferry_arena_find_any(&a, r));
+  for (int i = 0; i < 5; i++) {
+    assert_int_equal(ferry_arena_alloc(&a, 2 * G, NULL, &p), 0);
+    assert_true(p + 2 * G <= r || p >= r + 8 * G);
+  }
+  assert_int_equal(ferry_arena_map_at(&a, r, G, 3, NULL), 0);
+  ferry_arena_destroy(&a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(small_allocations_share_a_mapping),
@@ -237,6 +383,11 @@ int main(void) {
       cmocka_unit_test(reads_around_srad_allocations_stay_mapped),
       cmocka_unit_test(the_floor_goes_with_the_granule_above),
       cmocka_unit_test(failed_first_allocation_maps_nothing),
+      cmocka_unit_test(reservations_are_avoided_and_hints_honoured),
+      cmocka_unit_test(the_arena_holds_many_device_sized_reservations),
+      cmocka_unit_test(mappings_in_a_reservation),
+      cmocka_unit_test(failed_map_at_leaves_no_trace),
+      cmocka_unit_test(a_reset_keeps_reservations),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
