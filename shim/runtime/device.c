@@ -9,7 +9,7 @@
 #include "shim/core/link.h"
 #include "shim/core/local.h"
 #include "shim/core/hooks.h"
-#include "shim/runtime/runtime.h"
+#include "shim/runtime/graph.h"
 
 cudaError_t cudaGetDeviceCount(int *count) {
   if (!count) return ferry_ret(cudaErrorInvalidValue);
@@ -72,7 +72,8 @@ static int on_current(unsigned call, const void *args, void *rets) {
 
 cudaError_t cudaDeviceSynchronize(void) {
   struct ferry_device_synchronize_args a = {0};
-  return ferry_ret(on_current(FERRY_CALL_device_synchronize, &a, NULL));
+  int rc = ferry_capture_unsafe(NULL); /* it would wait for capturing streams */
+  return ferry_ret(rc ? rc : on_current(FERRY_CALL_device_synchronize, &a, NULL));
 }
 cudaError_t cudaProfilerStart(void) {
   struct ferry_profiler_args a = {1};

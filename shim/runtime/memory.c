@@ -13,7 +13,7 @@
 #include "shim/core/local.h"
 #include "shim/core/hooks.h"
 #include "shim/migrate/migrate.h"
-#include "shim/runtime/runtime.h"
+#include "shim/runtime/graph.h"
 
 struct ferry_vgpu *ferry_vgpu_of(const void *p) {
   uint64_t a = (uint64_t)(uintptr_t)p;
@@ -53,7 +53,9 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
     *ptr = NULL;
     return cudaSuccess;
   }
-  return ferry_ret(device_alloc(v, size, ptr));
+  /* potentially unsafe during a capture (the graph would not allocate) */
+  int rc = ferry_capture_unsafe(NULL);
+  return ferry_ret(rc ? rc : device_alloc(v, size, ptr));
 }
 
 cudaError_t cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height) {
@@ -61,6 +63,8 @@ cudaError_t cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t heig
   int err;
   struct ferry_vgpu *v = ferry_current(&err);
   if (!v) return ferry_ret(err);
+  int rc = ferry_capture_unsafe(NULL);
+  if (rc) return ferry_ret(rc);
   size_t align = 512; /* CUDA pads rows to the texture alignment */
   size_t p = (width + align - 1) / align * align;
   if (width == 0 || height == 0) {
@@ -68,7 +72,7 @@ cudaError_t cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t heig
     *pitch = p;
     return cudaSuccess;
   }
-  int rc = device_alloc(v, (uint64_t)p * height, ptr);
+  rc = device_alloc(v, (uint64_t)p * height, ptr);
   if (!rc) *pitch = p;
   return ferry_ret(rc);
 }
@@ -88,6 +92,7 @@ cudaError_t cudaFree(void *ptr) {
   int live = ferry_arena_find(&v->arena, (uint64_t)(uintptr_t)ptr) != NULL;
   pthread_mutex_unlock(&v->arena_lock);
   if (!live) return ferry_ret(cudaErrorInvalidValue);
+  if ((rc = ferry_capture_unsafe(v))) return ferry_ret(rc);
   /* cudaFree waits for the device: kernels still running may use the memory
      (Thrust frees temporary storage right after launching into it) */
   struct ferry_device_synchronize_args sync = {0};
@@ -119,6 +124,7 @@ static int free_async(void *ptr, cudaStream_t stream, int per_thread) {
   struct ferry_vgpu *v;
   struct ferry_stream_synchronize_args a;
   int rc = ferry_stream_resolve(stream, per_thread, &v, &a.stream);
+  if (!rc) rc = ferry_capture_refuse(v, a.stream, "cudaFreeAsync");
   if (!rc) rc = ferry_call(v, FERRY_CALL_stream_synchronize, &a, NULL, NULL);
   return rc ? rc : (int)cudaFree(ptr);
 }
@@ -246,6 +252,10 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
   case cudaMemcpyHostToDevice: {
     if ((rc = device_side(dst, count, &dv)) || (rc = stream_id_for(dv, stream, per_thread, &sid, &async)))
       return rc;
+    if ((rc = ferry_capture_refuse(dv, sid, async ? "cudaMemcpyAsync (host to device)"
+                                                  : "cudaMemcpy (host to device)")) ||
+        (!async && (rc = ferry_capture_unsafe(NULL))))
+      return rc;
     if (ferry_is_local(dv) && (rc = ferry_local_copy(dv, dst, src, count, 1, sid, async)) != FERRY_NOT_LOCAL)
       return rc;
     if ((rc = ferry_shared_copy(dv, dst, src, count, 1, sid, async)) != FERRY_NOT_HELPER) return rc;
@@ -266,6 +276,10 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
   case cudaMemcpyDeviceToHost: {
     if ((rc = device_side(src, count, &sv)) || (rc = stream_id_for(sv, stream, per_thread, &sid, &async)))
       return rc;
+    if ((rc = ferry_capture_refuse(sv, sid, async ? "cudaMemcpyAsync (device to host)"
+                                                  : "cudaMemcpy (device to host)")) ||
+        (!async && (rc = ferry_capture_unsafe(NULL))))
+      return rc;
     if (ferry_is_local(sv) && (rc = ferry_local_copy(sv, dst, src, count, 2, sid, async)) != FERRY_NOT_LOCAL)
       return rc;
     if ((rc = ferry_shared_copy(sv, dst, src, count, 0, sid, async)) != FERRY_NOT_HELPER) return rc;
@@ -281,8 +295,16 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
   }
   case cudaMemcpyDeviceToDevice: {
     if ((rc = device_side(src, count, &sv)) || (rc = device_side(dst, count, &dv))) return rc;
-    if (sv != dv) return (rc = wait_stream(stream, per_thread)) ? rc : copy_between(dst, src, count);
+    if (sv != dv) {
+      if ((rc = stream_id_for(dv, stream, per_thread, &sid, &async)) ||
+          (rc = ferry_capture_refuse(dv, sid, "a copy between two devices")))
+        return rc;
+      return (rc = wait_stream(stream, per_thread)) ? rc : copy_between(dst, src, count);
+    }
     if ((rc = stream_id_for(dv, stream, per_thread, &sid, &async))) return rc;
+    if ((rc = ferry_capture_copy(dv, sid, (uint64_t)(uintptr_t)dst, count, (uint64_t)(uintptr_t)src,
+                                 count, count, 1)))
+      return FERRY_CAPTURE_DONE(rc);
     if (async) {
       struct ferry_memcpy_dtod_async_args a = {(uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src,
                                                count, sid};
@@ -328,6 +350,11 @@ static int copy_peer(void *dst, int dst_dev, const void *src, int src_dev, size_
   if (count == 0) return 0;
   if ((rc = on_device(dst, count, dst_dev)) || (rc = on_device(src, count, src_dev))) return rc;
   if (dst_dev == src_dev) return copy(dst, src, count, cudaMemcpyDeviceToDevice, stream, 0, async);
+  struct ferry_vgpu *v;
+  uint32_t sid;
+  if ((rc = ferry_stream_resolve(stream, 0, &v, &sid)) ||
+      (rc = ferry_capture_refuse(v, sid, "cudaMemcpyPeer between two devices")))
+    return rc;
   return (rc = wait_stream(stream, 0)) ? rc : copy_between(dst, src, count);
 }
 
@@ -361,6 +388,10 @@ static int copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size
   if (kind == cudaMemcpyHostToDevice) {
     if ((rc = device_side(dst, dspan, &v)) || (rc = stream_id_for(v, stream, per_thread, &sid, &async)))
       return rc;
+    if ((rc = ferry_capture_refuse(v, sid, async ? "cudaMemcpy2DAsync (host to device)"
+                                                 : "cudaMemcpy2D (host to device)")) ||
+        (!async && (rc = ferry_capture_unsafe(NULL))))
+      return rc;
     const void *packed = src;
     char *tmp = NULL;
     if (spitch != width) {
@@ -377,6 +408,10 @@ static int copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size
   }
   if (kind == cudaMemcpyDeviceToHost) {
     if ((rc = device_side(src, sspan, &v)) || (rc = stream_id_for(v, stream, per_thread, &sid, &async)))
+      return rc;
+    if ((rc = ferry_capture_refuse(v, sid, async ? "cudaMemcpy2DAsync (device to host)"
+                                                 : "cudaMemcpy2D (device to host)")) ||
+        (!async && (rc = ferry_capture_unsafe(NULL))))
       return rc;
     char *tmp = NULL;
     void *packed = dst;
@@ -399,6 +434,9 @@ static int copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size
     return cudaErrorNotSupported;
   }
   if ((rc = stream_id_for(v, stream, per_thread, &sid, &async))) return rc;
+  if ((rc = ferry_capture_copy(v, sid, (uint64_t)(uintptr_t)dst, dpitch, (uint64_t)(uintptr_t)src,
+                               spitch, width, height)))
+    return FERRY_CAPTURE_DONE(rc);
   struct ferry_memcpy2d_dtod_args a = {(uint64_t)(uintptr_t)dst, dpitch, (uint64_t)(uintptr_t)src,
                                        spitch, width, height, sid};
   /* device to device: CUDA does no host-side synchronization for the
@@ -440,6 +478,9 @@ static int set2d(void *dst, size_t pitch, int value, size_t width, size_t height
   if ((rc = device_side(dst, pitch * (height - 1) + width, &v)) ||
       (rc = stream_id_for(v, stream, per_thread, &sid, &async)))
     return rc;
+  if ((rc = ferry_capture_memset(v, sid, (uint64_t)(uintptr_t)dst, height == 1 ? width : pitch,
+                                 (uint32_t)value & 0xff, 1, width, height)))
+    return FERRY_CAPTURE_DONE(rc);
   if (height == 1) {
     struct ferry_memset_args a = {(uint64_t)(uintptr_t)dst, (uint32_t)value & 0xff, width, sid};
     return ferry_call(v, FERRY_CALL_memset, &a, NULL, NULL);
@@ -469,6 +510,8 @@ int ferry_memset_wide(void *dst, size_t pitch, uint32_t value, unsigned elem, si
   if ((rc = device_side(dst, pitch * (height - 1) + width * elem, &v)) ||
       (rc = stream_id_for(v, stream, per_thread, &sid, &async)))
     return rc;
+  if ((rc = ferry_capture_memset(v, sid, (uint64_t)(uintptr_t)dst, pitch, value, elem, width, height)))
+    return FERRY_CAPTURE_DONE(rc);
   struct ferry_memset_wide_args a = {(uint64_t)(uintptr_t)dst, pitch, value, elem, width, height, sid};
   return ferry_call(v, FERRY_CALL_memset_wide, &a, NULL, NULL);
 }
