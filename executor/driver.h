@@ -119,7 +119,33 @@
      const CUDA_RESOURCE_VIEW_DESC *view))                                                    \
   X(TexObjectDestroy, "cuTexObjectDestroy", (CUtexObject obj))                                \
   X(SurfObjectCreate, "cuSurfObjectCreate", (CUsurfObject * obj, const CUDA_RESOURCE_DESC *res)) \
-  X(SurfObjectDestroy, "cuSurfObjectDestroy", (CUsurfObject obj))
+  X(SurfObjectDestroy, "cuSurfObjectDestroy", (CUsurfObject obj))                            \
+  X(GraphCreate, "cuGraphCreate", (CUgraph * graph, unsigned int flags))                      \
+  X(GraphAddKernelNode, "cuGraphAddKernelNode_v2",                                            \
+    (CUgraphNode * node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,                 \
+     const CUDA_KERNEL_NODE_PARAMS *params))                                                  \
+  X(GraphKernelNodeSetAttribute, "cuGraphKernelNodeSetAttribute",                             \
+    (CUgraphNode node, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue *value))          \
+  X(GraphAddMemsetNode, "cuGraphAddMemsetNode",                                               \
+    (CUgraphNode * node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,                 \
+     const CUDA_MEMSET_NODE_PARAMS *params, CUcontext ctx))                                   \
+  X(GraphAddMemcpyNode, "cuGraphAddMemcpyNode",                                               \
+    (CUgraphNode * node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,                 \
+     const CUDA_MEMCPY3D *copy, CUcontext ctx))                                               \
+  X(GraphAddEmptyNode, "cuGraphAddEmptyNode",                                                 \
+    (CUgraphNode * node, CUgraph graph, const CUgraphNode *deps, size_t ndeps))               \
+  X(GraphAddEventRecordNode, "cuGraphAddEventRecordNode",                                     \
+    (CUgraphNode * node, CUgraph graph, const CUgraphNode *deps, size_t ndeps, CUevent event)) \
+  X(GraphAddEventWaitNode, "cuGraphAddEventWaitNode",                                         \
+    (CUgraphNode * node, CUgraph graph, const CUgraphNode *deps, size_t ndeps, CUevent event)) \
+  X(GraphInstantiateWithFlags, "cuGraphInstantiateWithFlags",                                 \
+    (CUgraphExec * exec, CUgraph graph, unsigned long long flags))                            \
+  X(GraphExecUpdate, "cuGraphExecUpdate_v2",                                                  \
+    (CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo * info))                    \
+  X(GraphLaunch, "cuGraphLaunch", (CUgraphExec exec, CUstream stream))                        \
+  X(GraphUpload, "cuGraphUpload", (CUgraphExec exec, CUstream stream))                        \
+  X(GraphExecDestroy, "cuGraphExecDestroy", (CUgraphExec exec))                               \
+  X(GraphDestroy, "cuGraphDestroy", (CUgraph graph))
 
 struct ferry_driver {
   const char *name; /* "cuda" or "sim" */

@@ -140,6 +140,7 @@ fail:
 static void free_all(struct ferry_exec *ex, int driver_ok) {
   exec_fail_pending(ex, driver_ok);
   exec_free_host(ex, driver_ok);
+  exec_free_graphs(ex, driver_ok); /* before the functions and events they use */
   exec_free_staging(ex, driver_ok);
   exec_free_modules(ex, driver_ok);
   exec_free_hash(ex, driver_ok);
@@ -178,6 +179,7 @@ void ferry_exec_close(struct ferry_exec *ex) {
   free(ex->mods);
   free(ex->host_regs);
   free(ex->ctx_objects);
+  free(ex->gexecs);
   free(ex);
 }
 

@@ -20,6 +20,7 @@
 #define EXEC_MAX_EVENT_ID (1u << 22)
 #define EXEC_MAX_MODULE_ID 0xffffu /* func = module << 16 | index */
 #define EXEC_MAX_ARRAY_ID (1u << 22)
+#define EXEC_MAX_GRAPH_ID (1u << 22)
 /* deferred copies a session may have queued at once, data or not: each is
    an event and a list entry until the client's next synchronizing call */
 #define EXEC_MAX_PENDING (1u << 20)
@@ -131,6 +132,9 @@ struct ferry_exec {
   CUfunction hash_fn;
   void *hash_buf;
 
+  CUgraphExec *gexecs; /* by client exec id; NULL = unused (exec_graph.c) */
+  uint32_t ngexecs;
+
   void *ret_buf[2]; /* blobs of the last reply, freed on the next call */
   void *param_buf;
   void **param_ptrs;
@@ -154,6 +158,13 @@ int exec_stream(struct ferry_exec *ex, uint32_t id, CUstream *out);
 int exec_event(struct ferry_exec *ex, uint32_t id, CUevent *out);
 /* module << 16 | index -> function; EXEC_INVALID_HANDLE / EXEC_INVALID_DEVICE_FUNC */
 int exec_func(struct ferry_exec *ex, uint32_t func, struct exec_func **out);
+
+/* a launch's params blob as the driver's void ** for f (exec_module.c):
+   aligned copies that live until the next call */
+int exec_pack_params(struct ferry_exec *ex, const struct exec_func *f, ferry_blob params,
+                     void ***out);
+/* a launch attribute whose value is plain data, which may travel */
+int exec_attr_is_plain(CUlaunchAttributeID id);
 
 /* frees what the session holds; with driver_ok == 0 only our own records
    (after a sticky error, when a reset frees the rest) */
@@ -196,6 +207,9 @@ int exec_grow(void ***table, uint32_t *n, uint32_t id);
 
 /* forgets the driver's private per-context objects (exec_private.c) */
 void exec_free_ctx_objects(struct ferry_exec *ex);
+
+/* destroys the executable graphs (exec_graph.c) */
+void exec_free_graphs(struct ferry_exec *ex, int driver_ok);
 
 /* destroys texture/surface objects and arrays (exec_array.c) */
 void exec_free_arrays(struct ferry_exec *ex, int driver_ok);

@@ -411,7 +411,7 @@ int ferry_x_module_global(struct ferry_exec *ex, const struct ferry_module_globa
 
 /* plain-valued attributes only: a handle in a value would be a pointer of
    the client's process. The shim forwards no others (shim/runtime/launch.c). */
-static int attr_is_plain(CUlaunchAttributeID id) {
+int exec_attr_is_plain(CUlaunchAttributeID id) {
   switch (id) {
   case CU_LAUNCH_ATTRIBUTE_IGNORE:
   case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: /* base_ptr: the same address here */
@@ -443,7 +443,7 @@ static int launch_with_attrs(struct ferry_exec *ex, const struct ferry_launch_ar
   unsigned n = a->attrs.len / (unsigned)sizeof *attrs;
   memcpy(attrs, a->attrs.ptr, a->attrs.len);
   for (unsigned i = 0; i < n; i++)
-    if (!attr_is_plain(attrs[i].id))
+    if (!exec_attr_is_plain(attrs[i].id))
       return EXEC_INVALID_VALUE;
   if (a->cooperative) {
     memset(&attrs[n], 0, sizeof attrs[n]);
@@ -457,21 +457,16 @@ static int launch_with_attrs(struct ferry_exec *ex, const struct ferry_launch_ar
   return CU(ex->d->LaunchKernelEx(&cfg, fn, params, NULL));
 }
 
-int ferry_x_launch(struct ferry_exec *ex, const struct ferry_launch_args *a,
-                   struct ferry_launch_rets *r, struct ferry_io *io) {
-  (void)r, (void)io;
-  struct exec_func *f;
-  CUstream s;
-  int err = exec_func(ex, a->func, &f);
-  if (!err)
-    err = exec_stream(ex, a->stream, &s);
-  if (err)
-    return err;
-  if (a->params.len < f->need)
+/* the params blob, laid out as f's parameters, in aligned memory that
+   lives until the next call; *out the void ** the driver takes (NULL for a
+   kernel without parameters) */
+int exec_pack_params(struct ferry_exec *ex, const struct exec_func *f, ferry_blob params,
+                     void ***out) {
+  if (params.len < f->need)
     return EXEC_INVALID_VALUE;
   /* the blob may sit unaligned in the frame: copy it to aligned memory */
-  if (a->params.len > ex->param_cap) {
-    size_t cap = (a->params.len + 63) & ~(size_t)63;
+  if (params.len > ex->param_cap) {
+    size_t cap = (params.len + 63) & ~(size_t)63;
     void *p = aligned_alloc(64, cap);
     if (!p)
       return EXEC_MEMORY_ALLOCATION;
@@ -486,11 +481,27 @@ int ferry_x_launch(struct ferry_exec *ex, const struct ferry_launch_args *a,
     ex->param_ptrs = p;
     ex->ptrs_cap = f->nparams;
   }
-  if (a->params.len)
-    memcpy(ex->param_buf, a->params.ptr, a->params.len);
+  if (params.len)
+    memcpy(ex->param_buf, params.ptr, params.len);
   for (uint32_t i = 0; i < f->nparams; i++)
     ex->param_ptrs[i] = (char *)ex->param_buf + f->layout[2 * i];
-  void **params = f->nparams ? ex->param_ptrs : NULL;
+  *out = f->nparams ? ex->param_ptrs : NULL;
+  return EXEC_OK;
+}
+
+int ferry_x_launch(struct ferry_exec *ex, const struct ferry_launch_args *a,
+                   struct ferry_launch_rets *r, struct ferry_io *io) {
+  (void)r, (void)io;
+  struct exec_func *f;
+  CUstream s;
+  void **params;
+  int err = exec_func(ex, a->func, &f);
+  if (!err)
+    err = exec_stream(ex, a->stream, &s);
+  if (!err)
+    err = exec_pack_params(ex, f, a->params, &params);
+  if (err)
+    return err;
   if (a->attrs.len)
     return launch_with_attrs(ex, a, f->fn, s, params);
   if (a->cooperative)
@@ -577,7 +588,7 @@ int ferry_x_occupancy_clusters(struct ferry_exec *ex, const struct ferry_occupan
   if (n)
     memcpy(attrs, a->attrs.ptr, a->attrs.len);
   for (unsigned i = 0; i < n; i++)
-    if (!attr_is_plain(attrs[i].id))
+    if (!exec_attr_is_plain(attrs[i].id))
       return EXEC_INVALID_VALUE;
   CUlaunchConfig cfg = {.gridDimX = a->gx, .gridDimY = a->gy, .gridDimZ = a->gz,
                         .blockDimX = a->bx, .blockDimY = a->by, .blockDimZ = a->bz,

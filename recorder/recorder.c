@@ -15,7 +15,7 @@
 /* key kinds (key_hi's top byte): the kind column of calls.def's FERRY_RECORD lines */
 enum { K_NONE, K_MAP, K_MODULE, K_STREAM, K_EVENT, K_ARRAY, K_TEX, K_SURF, K_FLAGS, K_LIMIT,
        K_CACHE, K_FUNC_ATTR, K_FUNC_CACHE, K_EVENT_RECORD, K_MODULE_FUNC,
-       K_CTX_OBJECT };
+       K_CTX_OBJECT, K_GRAPH_EXEC };
 #define KEY(kind, owner) ((uint64_t)(kind) << 56 | (uint64_t)(owner))
 
 /* what a call does to the log (the action column); ONCE: only the first

@@ -29,7 +29,7 @@ uint64_t sim_total_mem(void);
 /* every handle the simulation gives out starts with its kind, and lives in
    a registry so that destroyed or made-up handles are recognised */
 enum sim_kind { SIM_STREAM = 1, SIM_EVENT, SIM_MODULE, SIM_FUNC, SIM_MEMHANDLE, SIM_ARRAY,
-                SIM_TEXOBJ, SIM_SURFOBJ };
+                SIM_TEXOBJ, SIM_SURFOBJ, SIM_GRAPH, SIM_GRAPH_NODE, SIM_GRAPH_EXEC };
 struct sim_obj {
   enum sim_kind kind;
   /* the device whose context was current at creation (sim_register sets
@@ -216,6 +216,19 @@ void sim_array_obj_free(struct sim_obj *o);
 size_t sim_format_bytes(CUarray_format f, unsigned n);
 /* a 3D copy (lock held): any mix of host, device and array sides */
 CUresult sim_copy3d(const CUDA_MEMCPY3D *c);
+/* cuMemsetD2D8/16/32 (lock held): rows of width values of elem (1, 2 or 4)
+   bytes, pitch bytes apart; value in host order */
+CUresult sim_memset(CUdeviceptr dst, size_t pitch, const void *value, size_t elem, size_t width,
+                    size_t height);
+/* launches (sim_module.c, lock held): the checks of every launch, those of
+   one launch attribute, and cuLaunchKernelEx itself (f NULL: a dead handle) */
+CUresult sim_check_launch(struct sim_func *f, CUstream stream, unsigned gx, unsigned gy,
+                          unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem);
+CUresult sim_check_attr(const struct sim_func *f, const CUlaunchConfig *c,
+                        const CUlaunchAttribute *at);
+CUresult sim_launch_ex(const CUlaunchConfig *c, struct sim_func *f, void **params, void **extra);
+/* frees a graph with its nodes, or an executable graph (sim_graph.c; already unregistered) */
+void sim_graph_obj_free(struct sim_obj *o);
 
 uint64_t sim_now_ns(void);
 

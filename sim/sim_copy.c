@@ -221,8 +221,8 @@ static void do_fill(void *arg) {
 
 /* the D2D8 checks in bytes, plus the driver's alignment rule: dst (and the
    pitch of a set of several rows) a multiple of the element size */
-static CUresult memset_wide(CUdeviceptr dst, size_t pitch, const void *value, size_t elem,
-                            size_t width, size_t height) {
+CUresult sim_memset(CUdeviceptr dst, size_t pitch, const void *value, size_t elem, size_t width,
+                    size_t height) {
   if (width > SIZE_MAX / elem || dst % elem || (height > 1 && pitch % elem))
     return CUDA_ERROR_INVALID_VALUE;
   size_t bytes = width * elem;
@@ -239,11 +239,11 @@ static CUresult memset_wide(CUdeviceptr dst, size_t pitch, const void *value, si
 CUresult sim_MemsetD2D16Async(CUdeviceptr dst, size_t pitch, unsigned short value, size_t width,
                               size_t height, CUstream stream) {
   CUresult r = enter_stream(stream);
-  return r ? r : sim_leave(memset_wide(dst, pitch, &value, sizeof value, width, height));
+  return r ? r : sim_leave(sim_memset(dst, pitch, &value, sizeof value, width, height));
 }
 
 CUresult sim_MemsetD2D32Async(CUdeviceptr dst, size_t pitch, unsigned int value, size_t width,
                               size_t height, CUstream stream) {
   CUresult r = enter_stream(stream);
-  return r ? r : sim_leave(memset_wide(dst, pitch, &value, sizeof value, width, height));
+  return r ? r : sim_leave(sim_memset(dst, pitch, &value, sizeof value, width, height));
 }

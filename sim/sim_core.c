@@ -120,7 +120,8 @@ void sim_ctx_destroy_objects(int dev) {
   walk_n = 0;
   twalk(sim.registry, collect);
   for (size_t i = 0; i < walk_n; i++) /* only that context's objects */
-    if (walk_items[i]->dev != dev || walk_items[i]->kind == SIM_MEMHANDLE)
+    if (walk_items[i]->dev != dev || walk_items[i]->kind == SIM_MEMHANDLE ||
+        walk_items[i]->kind == SIM_GRAPH_NODE) /* nodes go with their graph */
       walk_items[i] = NULL;
   /* functions belong to modules: free modules (which free their functions)
      after dropping every function from the registry */
@@ -132,6 +133,10 @@ void sim_ctx_destroy_objects(int dev) {
       sim_unregister(o);
       if (o->kind != SIM_FUNC)
         free(o);
+      walk_items[i] = NULL;
+    } else if (o->kind == SIM_GRAPH || o->kind == SIM_GRAPH_EXEC) {
+      sim_unregister(o);
+      sim_graph_obj_free(o);
       walk_items[i] = NULL;
     } else if (o->kind == SIM_ARRAY || o->kind == SIM_TEXOBJ || o->kind == SIM_SURFOBJ) {
       sim_unregister(o); /* context-owned too (sim_array.c) */

@@ -418,7 +418,7 @@ static int parse_extra(void **extra, const void **buf, size_t *len) {
 }
 
 /* the checks of every launch (lock held) */
-static CUresult check_launch(struct sim_func *f, CUstream stream, unsigned gx, unsigned gy,
+CUresult sim_check_launch(struct sim_func *f, CUstream stream, unsigned gx, unsigned gy,
                              unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem) {
   if (!f || !sim_stream_ok(stream))
     return CUDA_ERROR_INVALID_HANDLE;
@@ -485,7 +485,7 @@ CUresult sim_LaunchKernel(CUfunction fn, unsigned int gx, unsigned int gy, unsig
   if (r)
     return r;
   struct sim_func *f = sim_lookup(fn, SIM_FUNC);
-  r = check_launch(f, stream, gx, gy, gz, bx, by, bz, shmem);
+  r = sim_check_launch(f, stream, gx, gy, gz, bx, by, bz, shmem);
   if (!r)
     r = run_launch(f, gx, gy, gz, bx, by, bz, shmem, params, extra);
   return sim_leave(r);
@@ -543,8 +543,8 @@ static CUresult check_cluster(const struct sim_func *f, const CUlaunchConfig *c,
 
 /* one attribute of a launch (lock held); the CPU result does not depend on
    any of them, so only their values are checked */
-static CUresult check_attr(const struct sim_func *f, const CUlaunchConfig *c,
-                           const CUlaunchAttribute *at) {
+CUresult sim_check_attr(const struct sim_func *f, const CUlaunchConfig *c,
+                        const CUlaunchAttribute *at) {
   const CUlaunchAttributeValue *v = &at->value;
   switch (at->id) {
   case CU_LAUNCH_ATTRIBUTE_IGNORE:
@@ -596,19 +596,11 @@ static CUresult check_attr(const struct sim_func *f, const CUlaunchConfig *c,
   }
 }
 
-CUresult sim_LaunchKernelEx(const CUlaunchConfig *config, CUfunction fn, void **params,
-                            void **extra) {
-  CUresult r = sim_enter();
-  if (r)
-    return r;
-  if (!config || (config->numAttrs && !config->attrs))
-    return sim_leave(CUDA_ERROR_INVALID_VALUE);
-  const CUlaunchConfig *c = config;
-  struct sim_func *f = sim_lookup(fn, SIM_FUNC);
-  r = check_launch(f, c->hStream, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX,
-                   c->blockDimY, c->blockDimZ, c->sharedMemBytes);
+CUresult sim_launch_ex(const CUlaunchConfig *c, struct sim_func *f, void **params, void **extra) {
+  CUresult r = sim_check_launch(f, c->hStream, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX,
+                                c->blockDimY, c->blockDimZ, c->sharedMemBytes);
   for (unsigned i = 0; !r && i < c->numAttrs; i++)
-    r = check_attr(f, c, &c->attrs[i]);
+    r = sim_check_attr(f, c, &c->attrs[i]);
   if (!r)
     r = run_launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
                    c->blockDimZ, c->sharedMemBytes, params, extra);
@@ -625,7 +617,17 @@ CUresult sim_LaunchKernelEx(const CUlaunchConfig *config, CUfunction fn, void **
       e->ns = sim_now_ns();
     }
   }
-  return sim_leave(r);
+  return r;
+}
+
+CUresult sim_LaunchKernelEx(const CUlaunchConfig *config, CUfunction fn, void **params,
+                            void **extra) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  if (!config || (config->numAttrs && !config->attrs))
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  return sim_leave(sim_launch_ex(config, sim_lookup(fn, SIM_FUNC), params, extra));
 }
 
 /* the shared memory per SM the simulation reports shared by num_blocks blocks, each also paying 1 KiB the driver reserves, and

@@ -169,6 +169,8 @@ def sample_args(name, fields):
         v.update(addr=ARENA_BASE, size=MAP_SIZE)
     if name == "memcpy_dtoh_gather":
         v["ranges"] = struct.pack("<QQQQ", ARENA_BASE, 64, ARENA_BASE + 4096, 32)
+    if name == "graph_instantiate":
+        v["nodes"] = GRAPH_SIM
     if name == "tex_create":  # CU_RESOURCE_TYPE_ARRAY, a zeroed CUDA_TEXTURE_DESC
         v.update(res_type=0, tex=bytes(104))
     return v
@@ -222,6 +224,11 @@ def g_memcpy(dst, src, width, deps=(), height=1, dpitch=0, spitch=0):
     return gnode("memcpy", deps, struct.pack("<6Q", dst, dpitch or width, src, spitch or width, width, height))
 
 
+# what the sim runs after the setup (its module has no kernel): a memset,
+# a copy after it, the event recorded after that and waited on
+GRAPH_SIM = graph(g_memset(ARENA_BASE, 256, value=7), g_memcpy(ARENA_BASE + 4096, ARENA_BASE, 256, (0,)),
+                  gnode("record", (1,), struct.pack("<I", 16)), gnode("wait", (2,), struct.pack("<I", 16)))
+
 # one node of each type, on the setup's memory, kernel and event
 GRAPH_ALL = graph(gnode("empty"), g_memset(ARENA_BASE, 256, (0,), value=7),
                   g_kernel(0, (1,)), g_memcpy(ARENA_BASE + 4096, ARENA_BASE, 256, (1, 2)),
@@ -249,7 +256,10 @@ def generate(corpus):
             continue
         a = sample_args(name, args)
         bulk = (FATBIN if name == "module_load" else bytes(range(256))) if "BULK_IN" in flags else b""
-        session_seeds["call_" + name] = hello() + SETUP + call(name, bulk, **a)
+        # the other graph calls need a graph: exec 0
+        pre = call("graph_instantiate", exec=0, flags=0, nodes=GRAPH_SIM) if name.startswith("graph_") \
+            and name != "graph_instantiate" else b""
+        session_seeds["call_" + name] = hello() + SETUP + pre + call(name, bulk, **a)
         # decode: the first byte picks the call and the side
         write(dirs["decode"], "args_" + name, bytes([cid << 1]) + body(args, a))
         rv = {f: (b"\x01\x02\x03" if t == "blob" else "y" if t == "str" else 1) for t, f in rets}
