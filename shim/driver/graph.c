@@ -168,6 +168,7 @@ static int kernel_op(const CUDA_KERNEL_NODE_PARAMS *p, struct ferry_gop *op) {
   if (rc) return (int)rc; /* ferry_cu_result passes a driver code on as it is */
   if (!sink.filled) return cudaErrorInvalidValue;
   op->u.kernel.fn = f;
+  op->u.kernel.by_kernel = p->kern != NULL;
   return 0;
 }
 
@@ -193,9 +194,11 @@ CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS
   if (!p) return CUDA_ERROR_INVALID_VALUE;
   CUresult rc = FERRY_CU_RT(cudaGraphKernelNodeGetParams(N(node), &rp));
   if (rc) return rc;
+  /* a node made from a CUkernel gives it back too (a CUkernel is its CUfunction in ferry) */
+  int by_kernel = ferry_gnode_of(node)->op.u.kernel.by_kernel;
   *p = (CUDA_KERNEL_NODE_PARAMS){(CUfunction)rp.func, rp.gridDim.x, rp.gridDim.y, rp.gridDim.z,
                                  rp.blockDim.x, rp.blockDim.y, rp.blockDim.z, rp.sharedMemBytes,
-                                 rp.kernelParams, NULL, NULL, NULL};
+                                 rp.kernelParams, NULL, by_kernel ? (CUkernel)rp.func : NULL, NULL};
   return CUDA_SUCCESS;
 }
 #undef cuGraphKernelNodeGetParams

@@ -27,6 +27,7 @@ struct ferry_gop {
   union {
     struct {
       const void *fn; /* what the program named (GetParams gives it back) */
+      int by_kernel;  /* the driver's node named a CUkernel (kern): GetParams gives it back */
       const struct ferry_layout *layout; /* NULL when unknown */
       uint32_t func, gx, gy, gz, bx, by, bz, shmem, cooperative;
       unsigned char *params, *attrs;

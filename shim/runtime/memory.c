@@ -124,7 +124,7 @@ static int free_async(void *ptr, cudaStream_t stream, int per_thread) {
   struct ferry_vgpu *v;
   struct ferry_stream_synchronize_args a;
   int rc = ferry_stream_resolve(stream, per_thread, &v, &a.stream);
-  if (!rc) rc = ferry_capture_refuse(v, a.stream, "cudaFreeAsync");
+  if (!rc) rc = ferry_capture_refuse(v, a.stream, "cudaFreeAsync / cuMemFreeAsync");
   if (!rc) rc = ferry_call(v, FERRY_CALL_stream_synchronize, &a, NULL, NULL);
   return rc ? rc : (int)cudaFree(ptr);
 }
@@ -252,8 +252,8 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
   case cudaMemcpyHostToDevice: {
     if ((rc = device_side(dst, count, &dv)) || (rc = stream_id_for(dv, stream, per_thread, &sid, &async)))
       return rc;
-    if ((rc = ferry_capture_refuse(dv, sid, async ? "cudaMemcpyAsync (host to device)"
-                                                  : "cudaMemcpy (host to device)")) ||
+    if ((rc = ferry_capture_refuse(dv, sid, async ? "cudaMemcpyAsync / cuMemcpyHtoDAsync (host to device)"
+                                                  : "cudaMemcpy / cuMemcpyHtoD (host to device)")) ||
         (!async && (rc = ferry_capture_unsafe(NULL))))
       return rc;
     if (ferry_is_local(dv) && (rc = ferry_local_copy(dv, dst, src, count, 1, sid, async)) != FERRY_NOT_LOCAL)
@@ -276,8 +276,8 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
   case cudaMemcpyDeviceToHost: {
     if ((rc = device_side(src, count, &sv)) || (rc = stream_id_for(sv, stream, per_thread, &sid, &async)))
       return rc;
-    if ((rc = ferry_capture_refuse(sv, sid, async ? "cudaMemcpyAsync (device to host)"
-                                                  : "cudaMemcpy (device to host)")) ||
+    if ((rc = ferry_capture_refuse(sv, sid, async ? "cudaMemcpyAsync / cuMemcpyDtoHAsync (device to host)"
+                                                  : "cudaMemcpy / cuMemcpyDtoH (device to host)")) ||
         (!async && (rc = ferry_capture_unsafe(NULL))))
       return rc;
     if (ferry_is_local(sv) && (rc = ferry_local_copy(sv, dst, src, count, 2, sid, async)) != FERRY_NOT_LOCAL)
@@ -388,8 +388,8 @@ static int copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size
   if (kind == cudaMemcpyHostToDevice) {
     if ((rc = device_side(dst, dspan, &v)) || (rc = stream_id_for(v, stream, per_thread, &sid, &async)))
       return rc;
-    if ((rc = ferry_capture_refuse(v, sid, async ? "cudaMemcpy2DAsync (host to device)"
-                                                 : "cudaMemcpy2D (host to device)")) ||
+    if ((rc = ferry_capture_refuse(v, sid, async ? "cudaMemcpy2DAsync / cuMemcpy2DAsync (host to device)"
+                                                 : "cudaMemcpy2D / cuMemcpy2D (host to device)")) ||
         (!async && (rc = ferry_capture_unsafe(NULL))))
       return rc;
     const void *packed = src;
@@ -409,8 +409,8 @@ static int copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size
   if (kind == cudaMemcpyDeviceToHost) {
     if ((rc = device_side(src, sspan, &v)) || (rc = stream_id_for(v, stream, per_thread, &sid, &async)))
       return rc;
-    if ((rc = ferry_capture_refuse(v, sid, async ? "cudaMemcpy2DAsync (device to host)"
-                                                 : "cudaMemcpy2D (device to host)")) ||
+    if ((rc = ferry_capture_refuse(v, sid, async ? "cudaMemcpy2DAsync / cuMemcpy2DAsync (device to host)"
+                                                 : "cudaMemcpy2D / cuMemcpy2D (device to host)")) ||
         (!async && (rc = ferry_capture_unsafe(NULL))))
       return rc;
     char *tmp = NULL;

@@ -332,7 +332,7 @@ static int refuse_host_work(cudaStream_t s, int per_thread, const char *what) {
 static cudaError_t add_callback(cudaStream_t s, cudaStreamCallback_t cb, void *user,
                                 unsigned flags, int per_thread) {
   if (!cb || flags) return ferry_ret(cudaErrorInvalidValue);
-  int rc = refuse_host_work(s, per_thread, "cudaStreamAddCallback");
+  int rc = refuse_host_work(s, per_thread, "cudaStreamAddCallback / cuStreamAddCallback");
   if (rc) return ferry_ret(rc);
   cudaError_t status = stream_sync(s, per_thread);
   if (status == cudaErrorInvalidResourceHandle || status == cudaErrorDevicesUnavailable ||
@@ -352,7 +352,7 @@ cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t s, cudaStreamCallback_t cb, 
 
 static cudaError_t launch_host_func(cudaStream_t s, cudaHostFn_t fn, void *user, int per_thread) {
   if (!fn) return ferry_ret(cudaErrorInvalidValue);
-  int rc = refuse_host_work(s, per_thread, "cudaLaunchHostFunc");
+  int rc = refuse_host_work(s, per_thread, "cudaLaunchHostFunc / cuLaunchHostFunc");
   if (rc) return ferry_ret(rc);
   cudaError_t status = stream_sync(s, per_thread);
   if (status) return status; /* after an error the function is not called */
