@@ -214,8 +214,7 @@ int ferry_capture_sync(struct ferry_vgpu *v, uint32_t stream) {
    global: refused while this thread has a capture that is not relaxed, or
    any thread has a global one; thread-local: only this thread's; relaxed:
    never. The captures that make the call unsafe are invalidated. */
-int ferry_capture_unsafe(struct ferry_vgpu *v) {
-  (void)v;
+int ferry_capture_unsafe(void) {
   if (none_active() || thread_mode == cudaStreamCaptureModeRelaxed) return 0;
   pthread_t self = pthread_self();
   int rc = 0;

@@ -72,7 +72,7 @@ static int on_current(unsigned call, const void *args, void *rets) {
 
 cudaError_t cudaDeviceSynchronize(void) {
   struct ferry_device_synchronize_args a = {0};
-  int rc = ferry_capture_unsafe(NULL); /* it would wait for capturing streams */
+  int rc = ferry_capture_unsafe(); /* it would wait for capturing streams */
   return ferry_ret(rc ? rc : on_current(FERRY_CALL_device_synchronize, &a, NULL));
 }
 cudaError_t cudaProfilerStart(void) {

@@ -132,11 +132,10 @@ int ferry_capture_op(struct ferry_vgpu *v, uint32_t stream, struct ferry_gop *op
    not capturing, else one line naming what, the capture invalidated, and
    cudaErrorStreamCaptureUnsupported */
 int ferry_capture_refuse(struct ferry_vgpu *v, uint32_t stream, const char *what);
-/* a potentially unsafe call (cudaMalloc, a synchronous copy...): 0, or
-   cudaErrorStreamCaptureUnsupported (the capture it would break is
-   invalidated) under this thread's capture mode's rules. v: a device
-   synchronization of v (NULL: not one) */
-int ferry_capture_unsafe(struct ferry_vgpu *v);
+/* a potentially unsafe call (cudaMalloc, cudaFree, a device synchronize, a
+   synchronous host copy): 0, or cudaErrorStreamCaptureUnsupported (the
+   captures that forbid it invalidated) under this thread's mode's rules */
+int ferry_capture_unsafe(void);
 /* synchronizing or querying (v, stream): 0, or the error CUDA gives for a
    capturing stream (the capture invalidated) */
 int ferry_capture_sync(struct ferry_vgpu *v, uint32_t stream);

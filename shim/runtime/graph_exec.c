@@ -259,12 +259,13 @@ static int launch(cudaGraphExec_t exec, cudaStream_t s, int per_thread) {
   int rc = exec_stream(x, s, per_thread, &v, &a.stream);
   if (rc) return rc;
   /* launched into a capture: the capture embeds the graph */
-  struct ferry_gop op = {.type = cudaGraphNodeTypeGraph, .vgpu = -1};
   if (ferry_stream_capturing(v, a.stream)) {
+    struct ferry_gop op = {.type = cudaGraphNodeTypeGraph, .vgpu = -1};
     if (!(op.u.child.graph = ferry_graph_copy(x->graph))) return cudaErrorMemoryAllocation;
     return FERRY_CAPTURE_DONE(ferry_capture_op(v, a.stream, &op));
   }
-  if ((rc = ferry_capture_op(v, a.stream, &op))) return FERRY_CAPTURE_DONE(rc); /* the legacy stream's rule */
+  /* the legacy stream while a blocking stream captures */
+  if ((rc = ferry_capture_refuse(v, a.stream, "cudaGraphLaunch"))) return rc;
   ferry_migrate_at_launch(v->index);
   return ferry_call(v, FERRY_CALL_graph_launch, &a, NULL, NULL);
 }

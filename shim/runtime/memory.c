@@ -54,7 +54,7 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
     return cudaSuccess;
   }
   /* potentially unsafe during a capture (the graph would not allocate) */
-  int rc = ferry_capture_unsafe(NULL);
+  int rc = ferry_capture_unsafe();
   return ferry_ret(rc ? rc : device_alloc(v, size, ptr));
 }
 
@@ -63,7 +63,7 @@ cudaError_t cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t heig
   int err;
   struct ferry_vgpu *v = ferry_current(&err);
   if (!v) return ferry_ret(err);
-  int rc = ferry_capture_unsafe(NULL);
+  int rc = ferry_capture_unsafe();
   if (rc) return ferry_ret(rc);
   size_t align = 512; /* CUDA pads rows to the texture alignment */
   size_t p = (width + align - 1) / align * align;
@@ -92,7 +92,7 @@ cudaError_t cudaFree(void *ptr) {
   int live = ferry_arena_find(&v->arena, (uint64_t)(uintptr_t)ptr) != NULL;
   pthread_mutex_unlock(&v->arena_lock);
   if (!live) return ferry_ret(cudaErrorInvalidValue);
-  if ((rc = ferry_capture_unsafe(v))) return ferry_ret(rc);
+  if ((rc = ferry_capture_unsafe())) return ferry_ret(rc);
   /* cudaFree waits for the device: kernels still running may use the memory
      (Thrust frees temporary storage right after launching into it) */
   struct ferry_device_synchronize_args sync = {0};
@@ -254,7 +254,7 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
       return rc;
     if ((rc = ferry_capture_refuse(dv, sid, async ? "cudaMemcpyAsync / cuMemcpyHtoDAsync (host to device)"
                                                   : "cudaMemcpy / cuMemcpyHtoD (host to device)")) ||
-        (!async && (rc = ferry_capture_unsafe(NULL))))
+        (!async && (rc = ferry_capture_unsafe())))
       return rc;
     if (ferry_is_local(dv) && (rc = ferry_local_copy(dv, dst, src, count, 1, sid, async)) != FERRY_NOT_LOCAL)
       return rc;
@@ -278,7 +278,7 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
       return rc;
     if ((rc = ferry_capture_refuse(sv, sid, async ? "cudaMemcpyAsync / cuMemcpyDtoHAsync (device to host)"
                                                   : "cudaMemcpy / cuMemcpyDtoH (device to host)")) ||
-        (!async && (rc = ferry_capture_unsafe(NULL))))
+        (!async && (rc = ferry_capture_unsafe())))
       return rc;
     if (ferry_is_local(sv) && (rc = ferry_local_copy(sv, dst, src, count, 2, sid, async)) != FERRY_NOT_LOCAL)
       return rc;
@@ -390,7 +390,7 @@ static int copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size
       return rc;
     if ((rc = ferry_capture_refuse(v, sid, async ? "cudaMemcpy2DAsync / cuMemcpy2DAsync (host to device)"
                                                  : "cudaMemcpy2D / cuMemcpy2D (host to device)")) ||
-        (!async && (rc = ferry_capture_unsafe(NULL))))
+        (!async && (rc = ferry_capture_unsafe())))
       return rc;
     const void *packed = src;
     char *tmp = NULL;
@@ -411,7 +411,7 @@ static int copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size
       return rc;
     if ((rc = ferry_capture_refuse(v, sid, async ? "cudaMemcpy2DAsync / cuMemcpy2DAsync (device to host)"
                                                  : "cudaMemcpy2D / cuMemcpy2D (device to host)")) ||
-        (!async && (rc = ferry_capture_unsafe(NULL))))
+        (!async && (rc = ferry_capture_unsafe())))
       return rc;
     char *tmp = NULL;
     void *packed = dst;

@@ -223,7 +223,7 @@ static void *other(void *p) {
   (void)p;
   enum cudaStreamCaptureMode m = other_mode;
   cudaThreadExchangeStreamCaptureMode(&m);
-  other_rc = ferry_capture_unsafe(NULL);
+  other_rc = ferry_capture_unsafe();
   return NULL;
 }
 static int from_other(enum cudaStreamCaptureMode mode) {
@@ -236,7 +236,7 @@ static int from_other(enum cudaStreamCaptureMode mode) {
 static void test_modes(void **state) {
   (void)state;
   cudaGraph_t g;
-  assert_int_equal(ferry_capture_unsafe(NULL), 0);
+  assert_int_equal(ferry_capture_unsafe(), 0);
   assert_int_equal(cudaStreamBeginCapture(S(1), cudaStreamCaptureModeThreadLocal), cudaSuccess);
   assert_int_equal(from_other(cudaStreamCaptureModeGlobal), 0);
   assert_int_equal(from_other(cudaStreamCaptureModeThreadLocal), 0);
@@ -251,7 +251,7 @@ static void test_modes(void **state) {
   assert_int_equal(from_other(cudaStreamCaptureModeGlobal), cudaErrorStreamCaptureUnsupported);
   assert_int_equal(cudaStreamEndCapture(S(1), &g), cudaErrorStreamCaptureInvalidated);
   assert_int_equal(cudaStreamBeginCapture(S(1), cudaStreamCaptureModeRelaxed), cudaSuccess);
-  assert_int_equal(ferry_capture_unsafe(NULL), 0);
+  assert_int_equal(ferry_capture_unsafe(), 0);
   assert_int_equal(cudaStreamEndCapture(S(1), &g), cudaSuccess);
   assert_int_equal(cudaGraphDestroy(g), cudaSuccess);
 }
