@@ -171,7 +171,7 @@ int ferry_capture_op(struct ferry_vgpu *v, uint32_t stream, struct ferry_gop *op
     else rc = FERRY_CAPTURED;
   }
   pthread_mutex_unlock(&cap_lock);
-  if (op && rc) ferry_gop_release(op);
+  if (op) ferry_gop_release(op); /* not taken: the operation runs, or fails */
   return rc;
 }
 
@@ -632,11 +632,15 @@ cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode
 }
 
 /* ---- the operations' nodes ---- */
-static int capture_wanted(void) { return sink || !none_active(); }
+/* the operation may become a node (or meet the legacy stream's rule): worth
+   describing; otherwise it runs as it is, with nothing copied */
+static int capture_wanted(struct ferry_vgpu *v, uint32_t stream) {
+  return sink || (!none_active() && (stream == LEGACY_SID || ferry_stream_capturing(v, stream)));
+}
 
 int ferry_capture_launch(struct ferry_vgpu *v, uint32_t stream, const struct ferry_launch_args *a,
                          const struct ferry_layout *layout, const void *fn) {
-  if (!capture_wanted()) return 0;
+  if (!capture_wanted(v, stream)) return 0;
   struct ferry_gop op = {.type = cudaGraphNodeTypeKernel, .vgpu = v->index};
   op.u.kernel.fn = fn;
   op.u.kernel.layout = layout;
@@ -661,7 +665,7 @@ int ferry_capture_launch(struct ferry_vgpu *v, uint32_t stream, const struct fer
 
 int ferry_capture_memset(struct ferry_vgpu *v, uint32_t stream, uint64_t dst, uint64_t pitch,
                          uint32_t value, uint32_t elem, uint64_t width, uint64_t height) {
-  if (!capture_wanted()) return 0;
+  if (!capture_wanted(v, stream)) return 0;
   struct ferry_gop op = {.type = cudaGraphNodeTypeMemset, .vgpu = v->index};
   op.u.memset.dst = dst;
   op.u.memset.pitch = pitch;
@@ -674,7 +678,7 @@ int ferry_capture_memset(struct ferry_vgpu *v, uint32_t stream, uint64_t dst, ui
 
 int ferry_capture_copy(struct ferry_vgpu *v, uint32_t stream, uint64_t dst, uint64_t dpitch,
                        uint64_t src, uint64_t spitch, uint64_t width, uint64_t height) {
-  if (!capture_wanted()) return 0;
+  if (!capture_wanted(v, stream)) return 0;
   struct ferry_gop op = {.type = cudaGraphNodeTypeMemcpy, .vgpu = v->index};
   op.u.memcpy.dst = dst;
   op.u.memcpy.dpitch = dpitch;
