@@ -143,9 +143,10 @@ static int build_graph(struct ferry_exec *ex, ferry_blob blob, CUgraph *out) {
     free(b.nodes);
     return CU(res);
   }
+  /* a failed node stops the walk with 1, which a one-node count would look like */
   int w = ferry_graph_walk(blob.ptr, blob.len, add_node, &b);
   free(b.nodes);
-  if (w != count) {
+  if (b.rc || w != count) {
     ex->d->GraphDestroy(b.g);
     return b.rc ? b.rc : EXEC_MEMORY_ALLOCATION;
   }

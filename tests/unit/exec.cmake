@@ -3,3 +3,9 @@ ferry_unit_test(test_exec ${CMAKE_CURRENT_LIST_DIR}/test_exec.c)
 target_link_libraries(test_exec PRIVATE ferry_executor ferry_sim)
 target_compile_definitions(test_exec PRIVATE UNIT_TWINS="$<TARGET_FILE:ferry_unit_twins>")
 add_dependencies(test_exec ferry_unit_twins)
+# CUDA graphs (exec_graph.c, sim_graph.c): node blobs instantiated, launched,
+# replaced, refused, and rebuilt by replaying the recorder's log
+ferry_unit_test(test_graph_exec ${CMAKE_CURRENT_LIST_DIR}/test_graph_exec.c)
+target_link_libraries(test_graph_exec PRIVATE ferry_replay ferry_recorder ferry_executor ferry_sim)
+target_compile_definitions(test_graph_exec PRIVATE UNIT_TWINS="$<TARGET_FILE:ferry_unit_twins>")
+add_dependencies(test_graph_exec ferry_unit_twins)

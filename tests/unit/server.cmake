@@ -5,3 +5,10 @@ target_link_libraries(test_server_robustness PRIVATE ferry_session ferry_transpo
                       Threads::Threads)
 target_compile_definitions(test_server_robustness PRIVATE FERRY_SERVER_BIN="$<TARGET_FILE:ferry-server>")
 add_dependencies(test_server_robustness ferry-server)
+# CUDA graphs through the real binary (sim backend with the unit twins): a
+# graph launched 100 times, re-sent, and malformed blobs ending only their session
+ferry_unit_test(test_graph_session ${CMAKE_SOURCE_DIR}/tests/unit/test_graph_session.c)
+target_link_libraries(test_graph_session PRIVATE ferry_transport ferry_protocol Threads::Threads)
+target_compile_definitions(test_graph_session PRIVATE FERRY_SERVER_BIN="$<TARGET_FILE:ferry-server>"
+                           UNIT_TWINS="$<TARGET_FILE:ferry_unit_twins>")
+add_dependencies(test_graph_session ferry-server ferry_unit_twins)

@@ -348,7 +348,8 @@ static void failed_mark_starts_no_journal(void **state) {
    each call's record had, and what it did to the log (NEW: a call the
    switch did not know, added since). Kinds as recorder.c numbers them. */
 enum { K_MAP = 1, K_MODULE, K_STREAM, K_EVENT, K_ARRAY, K_TEX, K_SURF, K_FLAGS, K_LIMIT,
-       K_CACHE, K_FUNC_ATTR, K_FUNC_CACHE, K_EVENT_RECORD, K_MODULE_FUNC, K_CTX_OBJECT };
+       K_CACHE, K_FUNC_ATTR, K_FUNC_CACHE, K_EVENT_RECORD, K_MODULE_FUNC, K_CTX_OBJECT,
+       K_GRAPH_EXEC };
 enum old_act { O_PLAIN, O_CREATE, O_DESTROY, O_SET, O_RESET, O_ONCE, O_SKIP, O_NEW };
 struct old_key {
   enum old_act act;
@@ -397,6 +398,9 @@ static struct old_key old_classify(unsigned call, const void *a, const void *r) 
     return (struct old_key){O_CREATE, KEY(K_CTX_OBJECT, A(ctx_object_create)->stream),
                             A(ctx_object_create)->object, 0};
   case FERRY_CALL_device_reset: return (struct old_key){O_RESET, 0, 0, 0};
+  /* added since (issue 21): by the client's exec id */
+  case FERRY_CALL_graph_instantiate: return ID(K_GRAPH_EXEC, A(graph_instantiate)->exec, O_CREATE);
+  case FERRY_CALL_graph_exec_destroy: return ID(K_GRAPH_EXEC, A(graph_exec_destroy)->exec, O_DESTROY);
 #undef ID
   default: return (struct old_key){O_NEW, 0, 0, 0};
   }
@@ -527,6 +531,43 @@ static void every_record_call_keyed_as_before(void **state) {
   assert_true(checked >= 23); /* the RECORD calls the old switch knew */
 }
 
+/* a graph exec's record is its newest blob (the client re-sends the whole
+   graph to update it), a copy the log owns, last in the log; its destroy
+   drops it */
+static void instantiate(struct ferry_recorder *r, uint32_t exec, char *blob, uint32_t len) {
+  struct ferry_graph_instantiate_args a = {.exec = exec, .flags = 0, .nodes = {blob, len}};
+  assert_int_equal(ferry_record(r, FERRY_CALL_graph_instantiate, &a, NULL, NULL, 0), 0);
+}
+static const struct ferry_graph_instantiate_args *gi(const struct ferry_record *rec) {
+  assert_int_equal(rec->call, FERRY_CALL_graph_instantiate);
+  return (const void *)rec->args;
+}
+
+static void graph_exec_keeps_newest_blob(void **state) {
+  (void)state;
+  struct ferry_recorder r;
+  ferry_recorder_init(&r);
+  char first[] = "first blob", second[] = "the second, longer blob", other[] = "exec 4";
+  instantiate(&r, 3, first, sizeof first);
+  instantiate(&r, 4, other, sizeof other);
+  instantiate(&r, 3, second, sizeof second);
+  memset(second, 'x', sizeof second - 1); /* the caller's buffer is gone after the call */
+  assert_int_equal(ferry_recorder_live(&r), 2);
+  const struct ferry_graph_instantiate_args *a = gi(nth_live(&r, 0));
+  assert_int_equal(a->exec, 4);
+  a = gi(nth_live(&r, 1));
+  assert_int_equal(a->exec, 3);
+  assert_int_equal(a->nodes.len, sizeof "the second, longer blob");
+  assert_memory_equal(a->nodes.ptr, "the second, longer blob", a->nodes.len);
+  struct ferry_graph_exec_destroy_args d = {3};
+  assert_int_equal(ferry_record(&r, FERRY_CALL_graph_exec_destroy, &d, NULL, NULL, 0), 0);
+  assert_int_equal(gi(only_live(&r))->exec, 4);
+  d.exec = 4;
+  assert_int_equal(ferry_record(&r, FERRY_CALL_graph_exec_destroy, &d, NULL, NULL, 0), 0);
+  assert_int_equal(ferry_recorder_live(&r), 0);
+  ferry_recorder_destroy(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(destroy_cancels_create),
@@ -542,6 +583,7 @@ int main(void) {
       cmocka_unit_test(journal_breaks_on_reset_and_overflow),
       cmocka_unit_test(failed_mark_starts_no_journal),
       cmocka_unit_test(every_record_call_keyed_as_before),
+      cmocka_unit_test(graph_exec_keeps_newest_blob),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
