@@ -8,6 +8,8 @@
  */
 #include <string.h>
 
+#include "common/log.h"
+
 #include "shim/driver/cu.h"
 #include "shim/runtime/graph.h"
 
@@ -483,4 +485,86 @@ CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec x, CUgraphNode node, CUe
 }
 CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec x, CUgraphNode node, CUevent e) {
   return READY_THEN(cudaGraphExecEventWaitNodeSetEvent(X(x), N(node), (cudaEvent_t)e));
+}
+CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec x, CUgraphNode node, CUgraph child) {
+  return READY_THEN(cudaGraphExecChildGraphNodeSetParams(X(x), N(node), G(child)));
+}
+CUresult cuGraphNodeSetEnabled(CUgraphExec x, CUgraphNode node, unsigned int enabled) {
+  return READY_THEN(cudaGraphNodeSetEnabled(X(x), N(node), enabled));
+}
+CUresult cuGraphNodeGetEnabled(CUgraphExec x, CUgraphNode node, unsigned int *enabled) {
+  return FERRY_CU_RT(cudaGraphNodeGetEnabled(X(x), N(node), enabled));
+}
+
+/* ---- the generic node API: one struct for every type ---- */
+static int params_op(const CUgraphNodeParams *p, const char *call, struct ferry_gop *op) {
+  memset(op, 0, sizeof *op);
+  if (!p) return cudaErrorInvalidValue;
+  switch (p->type) {
+  case CU_GRAPH_NODE_TYPE_KERNEL: {
+    CUDA_KERNEL_NODE_PARAMS k;
+    _Static_assert(sizeof k == sizeof p->kernel, "kernel node parameters v2 and v3");
+    memcpy(&k, &p->kernel, sizeof k);
+    return kernel_op(&k, op);
+  }
+  case CU_GRAPH_NODE_TYPE_MEMSET: {
+    struct cudaMemsetParams m = {(void *)(uintptr_t)p->memset.dst, p->memset.pitch, p->memset.value,
+                                 p->memset.elementSize, p->memset.width, p->memset.height};
+    return ferry_graph_memset_op(&m, op);
+  }
+  case CU_GRAPH_NODE_TYPE_MEMCPY: {
+    struct cudaMemcpy3DParms c;
+    int rc = p->memcpy.flags ? cudaErrorInvalidValue : copy_params(&p->memcpy.copyParams, &c);
+    return rc ? rc : ferry_graph_memcpy_op(&c, op);
+  }
+  case CU_GRAPH_NODE_TYPE_EMPTY:
+    op->type = cudaGraphNodeTypeEmpty;
+    op->vgpu = -1;
+    return 0;
+  case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    return ferry_graph_event_op((cudaEvent_t)p->eventRecord.event, cudaGraphNodeTypeEventRecord, op);
+  case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+    return ferry_graph_event_op((cudaEvent_t)p->eventWait.event, cudaGraphNodeTypeWaitEvent, op);
+  case CU_GRAPH_NODE_TYPE_GRAPH:
+    if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE) {
+      ferry_log("%s: a child graph moved into its node is not supported by ferry (cloned is)", call);
+      return cudaErrorNotSupported;
+    }
+    return ferry_graph_child_op(G(p->graph.graph), op);
+  default:
+    ferry_log("%s with a node of type %d is not supported by ferry", call, (int)p->type);
+    return cudaErrorNotSupported;
+  }
+}
+
+CUresult cuGraphAddNode_v2(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *e,
+                           size_t n, CUgraphNodeParams *p) {
+  static const CUgraphEdgeData plain;
+  CUresult rc = ferry_cu_ready();
+  if (rc) return rc;
+  for (size_t i = 0; e && i < n; i++)
+    if (memcmp(&e[i], &plain, sizeof plain)) return ferry_cu_unsupported("cuGraphAddNode with edge data");
+  if (p && p->type == CU_GRAPH_NODE_TYPE_GRAPH && p->graph.graph == g) return CUDA_ERROR_INVALID_VALUE;
+  struct ferry_gop op;
+  return add(out, g, deps, n, params_op(p, "cuGraphAddNode", &op), &op);
+}
+#undef cuGraphAddNode
+CUresult cuGraphAddNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeParams *p) {
+  return cuGraphAddNode_v2(out, g, deps, NULL, n, p);
+}
+CUresult cuGraphNodeSetParams(CUgraphNode node, CUgraphNodeParams *p) {
+  struct ferry_gnode_obj *n = ferry_gnode_of(node);
+  CUresult rc = ferry_cu_ready();
+  if (rc) return rc;
+  if (!n) return CUDA_ERROR_INVALID_VALUE;
+  struct ferry_gop op;
+  int err = params_op(p, "cuGraphNodeSetParams", &op);
+  return ferry_cu_result(err ? err : ferry_gnode_replace(n, &op));
+}
+CUresult cuGraphExecNodeSetParams(CUgraphExec x, CUgraphNode node, CUgraphNodeParams *p) {
+  CUresult rc = ferry_cu_ready();
+  if (rc) return rc;
+  struct ferry_gop op;
+  int err = params_op(p, "cuGraphExecNodeSetParams", &op);
+  return ferry_cu_result(err ? err : ferry_gexec_set(X(x), node, &op));
 }

@@ -124,6 +124,7 @@ struct ferry_graph *ferry_graph_copy(const struct ferry_graph *g) {
     struct ferry_gnode_obj *made;
     if (ferry_gop_copy(&op, &g->nodes[i]->op) || ferry_graph_add(c, &op, NULL, 0, &made)) goto fail;
     made->orig = g->nodes[i];
+    made->disabled = g->nodes[i]->disabled;
   }
   for (uint32_t i = 0; c && i < g->n; i++) {
     const struct ferry_gnode_obj *n = g->nodes[i];
@@ -448,14 +449,23 @@ cudaError_t cudaGraphEventWaitNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *ou
   return event_of_node(node, cudaGraphNodeTypeWaitEvent, out);
 }
 
+/* CUDA embeds a copy: later changes to child do not reach the node */
+int ferry_graph_child_op(cudaGraph_t child, struct ferry_gop *op) {
+  struct ferry_graph *c = ferry_graph_of(child);
+  memset(op, 0, sizeof *op);
+  op->type = cudaGraphNodeTypeGraph;
+  op->vgpu = -1;
+  if (!c) return cudaErrorInvalidValue;
+  return (op->u.child.graph = ferry_graph_copy(c)) ? 0 : cudaErrorMemoryAllocation;
+}
+
 cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t *out, cudaGraph_t graph,
                                        const cudaGraphNode_t *deps, size_t n, cudaGraph_t child) {
-  struct ferry_graph *c = ferry_graph_of(child);
-  if (!c || c == ferry_graph_of(graph)) return ferry_ret(cudaErrorInvalidValue);
-  /* CUDA embeds a copy: later changes to child do not reach this node */
-  struct ferry_gop op = {.type = cudaGraphNodeTypeGraph, .vgpu = -1};
-  if (!(op.u.child.graph = ferry_graph_copy(c))) return ferry_ret(cudaErrorMemoryAllocation);
-  return ferry_ret(add_node(out, graph, deps, n, &op));
+  if (child == graph) return ferry_ret(cudaErrorInvalidValue);
+  struct ferry_gop op;
+  int rc = ferry_graph_child_op(child, &op);
+  if (!rc) rc = add_node(out, graph, deps, n, &op);
+  return ferry_ret(rc);
 }
 
 cudaError_t cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGraph_t *out) {

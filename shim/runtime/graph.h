@@ -59,6 +59,7 @@ struct ferry_gnode_obj {
   struct ferry_gnode_obj **deps;
   uint32_t ndeps, depcap;
   struct ferry_gnode_obj *orig; /* in a copy (clone, exec): the node it copies */
+  int disabled;                 /* in an exec's copy: cudaGraphNodeSetEnabled(0), sent as empty */
 };
 
 struct ferry_graph {
@@ -95,6 +96,7 @@ int ferry_graph_memcpy_op(const struct cudaMemcpy3DParms *p, struct ferry_gop *o
 int ferry_graph_memcpy1d_op(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                             struct ferry_gop *op);
 int ferry_graph_event_op(cudaEvent_t e, enum cudaGraphNodeType type, struct ferry_gop *op);
+int ferry_graph_child_op(cudaGraph_t child, struct ferry_gop *op);
 /* a node's new operation, of the same type (taken over) */
 int ferry_gnode_replace(struct ferry_gnode_obj *n, struct ferry_gop *op);
 /* checks handles (NULL when not one of ours) */

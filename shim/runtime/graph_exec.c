@@ -51,7 +51,8 @@ static int emit_node(struct emit *e, const struct ferry_gnode_obj *n, const uint
   }
   struct ferry_gnode gn = {.ndeps = ndeps ? ndeps : nroot, .deps = ndeps ? deps : root};
   int rc = 0;
-  switch (op->type) {
+  /* a disabled node keeps its place and edges, and does nothing */
+  switch (n->disabled ? cudaGraphNodeTypeEmpty : op->type) {
   case cudaGraphNodeTypeKernel:
     gn.type = FERRY_GNODE_KERNEL;
     gn.u.kernel.func = op->u.kernel.func;
@@ -412,7 +413,10 @@ cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
   struct ferry_graph *copy = ferry_graph_copy(g), *old = x->graph;
   if (!copy) return ferry_ret(cudaErrorMemoryAllocation);
   /* the nodes keep naming the graph it was instantiated from (CUDA's key) */
-  for (uint32_t i = 0; i < copy->n; i++) copy->nodes[i]->orig = old->nodes[i]->orig;
+  for (uint32_t i = 0; i < copy->n; i++) {
+    copy->nodes[i]->orig = old->nodes[i]->orig;
+    copy->nodes[i]->disabled = old->nodes[i]->disabled; /* what the exec was told stays */
+  }
   x->graph = copy;
   int rc = send_exec(x);
   if (rc) {
@@ -423,5 +427,43 @@ cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
   }
   ferry_graph_free(old);
   info->result = cudaGraphExecUpdateSuccess;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                 cudaGraph_t child) {
+  struct ferry_gexec *x = ferry_gexec_of(exec);
+  struct ferry_gnode_obj *n = exec_node(x, node);
+  cudaGraphExecUpdateResultInfo info;
+  if (!n || n->op.type != cudaGraphNodeTypeGraph || !ferry_graph_of(child))
+    return ferry_ret(cudaErrorInvalidValue);
+  /* only the child's parameters may change, not its shape */
+  if (!same_topology(n->op.u.child.graph, ferry_graph_of(child), &info))
+    return ferry_ret(cudaErrorInvalidValue);
+  struct ferry_gop op;
+  int rc = ferry_graph_child_op(child, &op);
+  return ferry_ret(rc ? rc : ferry_gexec_set(exec, node, &op));
+}
+
+/* a disabled node runs as an empty one: the blob is sent again */
+cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t exec, cudaGraphNode_t node, unsigned int enabled) {
+  struct ferry_gexec *x = ferry_gexec_of(exec);
+  struct ferry_gnode_obj *n = exec_node(x, node);
+  if (!n) return ferry_ret(cudaErrorInvalidValue);
+  enum cudaGraphNodeType t = n->op.type;
+  if (t != cudaGraphNodeTypeKernel && t != cudaGraphNodeTypeMemset && t != cudaGraphNodeTypeMemcpy)
+    return ferry_ret(cudaErrorInvalidValue); /* the kinds CUDA lets be disabled */
+  int was = n->disabled;
+  n->disabled = !enabled;
+  if (was == n->disabled) return cudaSuccess;
+  int rc = send_exec(x);
+  if (rc) n->disabled = was;
+  return ferry_ret(rc);
+}
+
+cudaError_t cudaGraphNodeGetEnabled(cudaGraphExec_t exec, cudaGraphNode_t node, unsigned int *enabled) {
+  struct ferry_gnode_obj *n = exec_node(ferry_gexec_of(exec), node);
+  if (!n || !enabled) return ferry_ret(cudaErrorInvalidValue);
+  *enabled = !n->disabled;
   return cudaSuccess;
 }

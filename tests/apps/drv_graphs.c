@@ -131,8 +131,13 @@ static unsigned long long explicit_api(void) {
   CUDA_MEMSET_NODE_PARAMS mp;
   memset(&mp, 0, sizeof mp);
   mp.dst = w, mp.value = 9, mp.elementSize = 4, mp.width = N, mp.height = 1;
-  CUgraphNode nset, nkern;
+  CUgraphNode nset, nkern, nempty;
   CU(cuGraphAddMemsetNode(&nset, g, NULL, 0, &mp, ctx));
+  /* the generic form: an empty node after the memset */
+  CUgraphNodeParams ep;
+  memset(&ep, 0, sizeof ep);
+  ep.type = CU_GRAPH_NODE_TYPE_EMPTY;
+  CU(cuGraphAddNode(&nempty, g, &nset, NULL, 1, &ep));
   void *args[3];
   int n = N;
   unsigned k = 4;
@@ -175,6 +180,15 @@ static unsigned long long explicit_api(void) {
     EXPECT(memcmp(got, want, sizeof got) == 0);
     h = drv_fnv(h, got, sizeof got);
   }
+  /* disabled, the kernel node does nothing: w stays 9 */
+  unsigned enabled = 1;
+  CU(cuGraphNodeSetEnabled(x, nkern, 0));
+  CU(cuGraphNodeGetEnabled(x, nkern, &enabled));
+  EXPECT(enabled == 0);
+  graph_launch(x, s);
+  MUST(cuStreamSynchronize(s));
+  MUST(cuMemcpyDtoH(got, w, sizeof got));
+  EXPECT(got[0] == 9 && got[N - 1] == 9);
   CU(cuGraphExecDestroy(x));
   CU(cuGraphDestroy(g));
   MUST(cuStreamDestroy(s));

@@ -209,7 +209,9 @@ static unsigned long long explicit_api(void) {
   cudaKernelNodeParams kp = axpb_params(args, &e, &n, &A, &one);
   CHECK(cudaGraphAddKernelNode(&nkern, g, &nset, 1, &kp));
   CHECK(cudaGraphAddMemcpyNode1D(&ncopy, g, &nkern, 1, f, e, N * 4, cudaMemcpyDeviceToDevice));
-  CHECK(cudaGraphAddEmptyNode(&nempty, g, NULL, 0));
+  cudaGraphNodeParams empty = {};
+  empty.type = cudaGraphNodeTypeEmpty;
+  CHECK(cudaGraphAddNode(&nempty, g, NULL, NULL, 0, &empty));
   CHECK(cudaGraphAddDependencies(g, &ncopy, &nempty, NULL, 1)); // an edge added afterwards
   cudaKernelNodeParams cp = axpb_params(cargs, &fp, &n, &three, &two);
   CHECK(cudaGraphAddKernelNode(&nc, child, NULL, 0, &cp));
@@ -271,13 +273,23 @@ static unsigned long long explicit_api(void) {
     EXPECT(got[0] == want && got[N - 1] == want, "explicit graph, A=%u: f %u, want %u", as[k], got[0], want);
     h = h * 1000003 + got[0];
   }
+  // a disabled kernel node does nothing: f = 7 * 3 + 2
+  unsigned enabled = 1;
+  CHECK(cudaGraphNodeSetEnabled(x, nkern, 0));
+  CHECK(cudaGraphNodeGetEnabled(x, nkern, &enabled));
+  EXPECT(enabled == 0, "the kernel node is still enabled");
+  graph_launch(x, s);
+  CHECK(cudaStreamSynchronize(s));
+  CHECK(cudaMemcpy(got.data(), f, N * 4, cudaMemcpyDeviceToHost));
+  EXPECT(got[0] == 23 && got[N - 1] == 23, "disabled kernel node: f %u, want 23", got[0]);
+  CHECK(cudaGraphNodeSetEnabled(x, nkern, 1));
   CHECK(cudaGraphDebugDotPrint(g, "/dev/null", 0));
   CHECK(cudaGraphExecDestroy(x));
   CHECK(cudaGraphDestroy(g));
   CHECK(cudaStreamDestroy(s));
   CHECK(cudaFree(e));
   CHECK(cudaFree(f));
-  printf("explicit: 5 nodes, 2 updates\n");
+  printf("explicit: 5 nodes, 2 updates, a node disabled\n");
   return h;
 }
 

@@ -4,5 +4,6 @@ ferry_unit_test(test_capture
   ${CMAKE_CURRENT_LIST_DIR}/test_capture.c
   ${CMAKE_CURRENT_LIST_DIR}/../../shim/runtime/capture.c
   ${CMAKE_CURRENT_LIST_DIR}/../../shim/runtime/graph.c
-  ${CMAKE_CURRENT_LIST_DIR}/../../shim/runtime/graph_exec.c)
+  ${CMAKE_CURRENT_LIST_DIR}/../../shim/runtime/graph_exec.c
+  ${CMAKE_CURRENT_LIST_DIR}/../../shim/runtime/graph_params.c)
 target_link_libraries(test_capture PRIVATE ferry_protocol ferry_common Threads::Threads)

@@ -304,6 +304,27 @@ static void test_explicit(void **state) {
   memset(&s, 0, sizeof s);
   assert_true(ferry_graph_walk(sent, sent_len, collect, &s) == 6);
   assert_int_equal(s.tag[1], 11);
+  /* a disabled node is sent as an empty one, in its place */
+  assert_int_equal(cudaGraphNodeSetEnabled(x, b, 0), cudaSuccess);
+  memset(&s, 0, sizeof s);
+  assert_true(ferry_graph_walk(sent, sent_len, collect, &s) == 6);
+  assert_int_equal(s.type[1], FERRY_GNODE_EMPTY);
+  assert_int_equal(s.deps[1][0], 0);
+  assert_int_equal(cudaGraphNodeSetEnabled(x, ch, 0), cudaErrorInvalidValue); /* not a kind CUDA disables */
+  assert_int_equal(cudaGraphNodeSetEnabled(x, b, 1), cudaSuccess);
+  memset(&s, 0, sizeof s);
+  assert_true(ferry_graph_walk(sent, sent_len, collect, &s) == 6);
+  assert_int_equal(s.type[1], FERRY_GNODE_KERNEL);
+  /* the generic form, in the exec */
+  struct cudaGraphNodeParams gp = {.type = cudaGraphNodeTypeMemset};
+  gp.memset.dst = (void *)0x200000003000ull, gp.memset.value = 5, gp.memset.elementSize = 1;
+  gp.memset.width = 16, gp.memset.height = 1;
+  assert_int_equal(cudaGraphExecNodeSetParams(x, a, &gp), cudaSuccess);
+  memset(&s, 0, sizeof s);
+  assert_true(ferry_graph_walk(sent, sent_len, collect, &s) == 6);
+  assert_int_equal(s.type[0], FERRY_GNODE_MEMSET);
+  gp.type = cudaGraphNodeTypeHost;
+  assert_int_equal(cudaGraphExecNodeSetParams(x, a, &gp), cudaErrorNotSupported);
   struct cudaKernelNodeParams back;
   assert_int_equal(cudaGraphKernelNodeGetParams(b, &back), cudaSuccess);
   assert_ptr_equal(back.func, (void *)1);
