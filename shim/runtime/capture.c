@@ -292,16 +292,23 @@ int ferry_capture_wait(struct ferry_vgpu *v, uint32_t stream, int blocking, void
   struct cap_event *e = find_event(v->index, event, &ec);
   int rc = 0;
   if (!e || (flags & cudaEventWaitExternal)) {
+    if (s && !(flags & cudaEventWaitExternal)) {
+      /* work outside the capture: CUDA refuses the dependency
+         ("dependency created on uncaptured work in another stream") */
+      invalidate(c);
+      pthread_mutex_unlock(&cap_lock);
+      return cudaErrorStreamCaptureIsolation;
+    }
     pthread_mutex_unlock(&cap_lock);
     if (!s) return stream == LEGACY_SID ? ferry_capture_sync(v, stream) : 0;
-    /* an event of the world outside the capture: the graph waits for it */
+    /* cudaEventWaitExternal: the graph waits for the event when it runs */
     struct ferry_gop op = {.type = cudaGraphNodeTypeWaitEvent, .vgpu = v->index};
     op.u.event.handle = handle;
     op.u.event.id = event;
     return ferry_capture_op(v, stream, &op);
   }
   if (s && c != ec) {
-    rc = cudaErrorStreamCaptureIsolation; /* two captures never merge */
+    rc = cudaErrorStreamCaptureMerge; /* two captures never merge */
     invalidate(c);
     invalidate(ec);
   } else if (ec->invalidated) {
@@ -439,30 +446,29 @@ cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t s, cudaGraph_t graph
   return ferry_ret(begin_to_graph(s, 1, graph, deps, edges, n, mode));
 }
 
-/* the nodes n depends on, directly or not, marked (n included) */
-static void mark_ancestors(struct ferry_gnode_obj *n, struct ferry_gnode_obj **seen, uint32_t *nseen,
-                           uint32_t max) {
-  for (uint32_t i = 0; i < *nseen; i++)
-    if (seen[i] == n) return;
-  if (*nseen == max) return;
-  seen[(*nseen)++] = n;
-  for (uint32_t i = 0; i < n->ndeps; i++) mark_ancestors(n->deps[i], seen, nseen, max);
-}
-
 /* every stream that forked from the origin joined it back: the nodes each
-   one would depend on next are behind the origin's */
+   one would depend on next are behind the origin's (a walk back from the
+   origin's dependencies, each node once); -1 out of memory */
 static int joined(struct capture *c) {
-  uint32_t max = c->graph->n + 1, nseen = 0;
-  struct ferry_gnode_obj **seen = malloc(max * sizeof *seen);
-  if (!seen) return 0;
-  for (uint32_t i = 0; i < c->streams[0].n; i++) mark_ancestors(c->streams[0].deps[i], seen, &nseen, max);
-  int ok = 1;
-  for (uint32_t s = 1; s < c->nstreams && ok; s++)
-    for (uint32_t i = 0; i < c->streams[s].n && ok; i++) {
-      ok = 0;
-      for (uint32_t k = 0; k < nseen && !ok; k++) ok = seen[k] == c->streams[s].deps[i];
+  uint32_t n = c->graph->n ? c->graph->n : 1, top = 0;
+  unsigned char *seen = calloc(n, 1);
+  struct ferry_gnode_obj **stack = malloc(n * sizeof *stack);
+  int ok = seen && stack ? 1 : -1;
+  for (uint32_t i = 0; ok > 0 && i < c->streams[0].n; i++) {
+    struct ferry_gnode_obj *d = c->streams[0].deps[i];
+    if (!seen[d->index]) seen[d->index] = 1, stack[top++] = d;
+  }
+  while (ok > 0 && top) {
+    struct ferry_gnode_obj *node = stack[--top];
+    for (uint32_t i = 0; i < node->ndeps; i++) {
+      struct ferry_gnode_obj *d = node->deps[i];
+      if (!seen[d->index]) seen[d->index] = 1, stack[top++] = d;
     }
+  }
+  for (uint32_t s = 1; ok > 0 && s < c->nstreams; s++)
+    for (uint32_t i = 0; ok > 0 && i < c->streams[s].n; i++) ok = seen[c->streams[s].deps[i]->index];
   free(seen);
+  free(stack);
   return ok;
 }
 
@@ -491,8 +497,10 @@ static int end(cudaStream_t s, int per_thread, cudaGraph_t *out) {
     pthread_mutex_unlock(&cap_lock);
     return rc;
   }
+  int j = c->invalidated ? 1 : joined(c);
   if (c->invalidated) rc = cudaErrorStreamCaptureInvalidated;
-  else if (!joined(c)) rc = cudaErrorStreamCaptureUnjoined;
+  else if (j < 0) rc = cudaErrorMemoryAllocation;
+  else if (!j) rc = cudaErrorStreamCaptureUnjoined;
   for (struct capture **p = &captures; *p; p = &(*p)->next)
     if (*p == c) {
       *p = c->next;

@@ -360,7 +360,51 @@ static void modes(void) {
   printf("modes: thread-local, global, relaxed\n");
 }
 
-// ---- 5. what a capture refuses ----
+// ---- 5. events of the world outside a capture ----
+static void external_events(void) {
+  cudaStream_t s, other;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  cudaEvent_t outside, done;
+  CHECK(cudaEventCreateWithFlags(&outside, cudaEventDisableTiming));
+  CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  unsigned *x;
+  CHECK(cudaMalloc(&x, N * 4));
+  CHECK(cudaMemset(x, 0, N * 4));
+  CHECK(cudaEventRecord(outside, other));
+  cudaGraph_t g;
+  // a plain wait on uncaptured work crosses the capture's boundary
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  EXPECT_ERR(cudaStreamWaitEvent(s, outside, 0), cudaErrorStreamCaptureIsolation);
+  EXPECT_ERR(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+  // external: the graph waits for the event, and records another, when it runs
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  CHECK(cudaStreamWaitEvent(s, outside, cudaEventWaitExternal));
+  g_axpb<<<grid, block, 0, s>>>(x, N, 1, 4);
+  CHECK(cudaEventRecordWithFlags(done, s, cudaEventRecordExternal));
+  CHECK(cudaStreamEndCapture(s, &g));
+  size_t count = 0;
+  CHECK(cudaGraphGetNodes(g, NULL, &count));
+  EXPECT(count == 3, "external events: %zu nodes, want 3", count);
+  cudaGraphExec_t x_exec;
+  CHECK(cudaGraphInstantiate(&x_exec, g, 0));
+  graph_launch(x_exec, s);
+  graph_launch(x_exec, s);
+  CHECK(cudaEventSynchronize(done));
+  unsigned first = 0;
+  CHECK(cudaMemcpy(&first, x, 4, cudaMemcpyDeviceToHost));
+  EXPECT(first == 8, "external events: x %u, want 8", first);
+  CHECK(cudaGraphExecDestroy(x_exec));
+  CHECK(cudaGraphDestroy(g));
+  CHECK(cudaFree(x));
+  CHECK(cudaEventDestroy(outside));
+  CHECK(cudaEventDestroy(done));
+  CHECK(cudaStreamDestroy(s));
+  CHECK(cudaStreamDestroy(other));
+  printf("external events: a wait node and a record node\n");
+}
+
+// ---- 6. what a capture refuses ----
 static void refusals(void) {
   cudaStream_t s1, s2;
   CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
@@ -421,6 +465,7 @@ int main(int argc, char **argv) {
   unsigned long long h = captured(replays);
   h = h * 31 + explicit_api();
   modes();
+  external_events();
   refusals();
   printf("graph launches: %d\n", graph_launches);
   printf("launches: %d\n", launches);

@@ -214,6 +214,25 @@ static void test_refusals(void **state) {
   assert_int_equal(ferry_capture_sync(v0(), 1), cudaErrorStreamCaptureUnsupported);
   assert_int_equal(cudaStreamEndCapture(S(1), &g), cudaErrorStreamCaptureInvalidated);
   assert_int_equal(cudaStreamEndCapture(S(1), &g), cudaErrorIllegalState);
+  /* uncaptured work: refused, unless waited for as external (a node) */
+  assert_int_equal(record(S(3), 70), 0);
+  assert_int_equal(cudaStreamBeginCapture(S(1), cudaStreamCaptureModeGlobal), cudaSuccess);
+  assert_int_equal(wait_on(S(1), 70), cudaErrorStreamCaptureIsolation);
+  assert_int_equal(cudaStreamEndCapture(S(1), &g), cudaErrorStreamCaptureInvalidated);
+  assert_int_equal(cudaStreamBeginCapture(S(1), cudaStreamCaptureModeGlobal), cudaSuccess);
+  assert_int_equal(ferry_capture_wait(v0(), 1, 0, EV(70), 70, cudaEventWaitExternal), FERRY_CAPTURED);
+  assert_int_equal(cudaStreamEndCapture(S(1), &g), cudaSuccess);
+  size_t n = 0;
+  assert_int_equal(cudaGraphGetNodes(g, NULL, &n), cudaSuccess);
+  assert_int_equal(n, 1);
+  assert_int_equal(cudaGraphDestroy(g), cudaSuccess);
+  /* two captures never merge */
+  assert_int_equal(cudaStreamBeginCapture(S(1), cudaStreamCaptureModeGlobal), cudaSuccess);
+  assert_int_equal(cudaStreamBeginCapture(S(2), cudaStreamCaptureModeGlobal), cudaSuccess);
+  assert_int_equal(record(S(1), 71), 0);
+  assert_int_equal(wait_on(S(2), 71), cudaErrorStreamCaptureMerge);
+  assert_int_equal(cudaStreamEndCapture(S(1), &g), cudaErrorStreamCaptureInvalidated);
+  assert_int_equal(cudaStreamEndCapture(S(2), &g), cudaErrorStreamCaptureInvalidated);
 }
 
 /* the mode rules for potentially unsafe calls, from another thread */
