@@ -97,9 +97,15 @@ static unsigned long long captured(int replays) {
   CHECK(cudaMemcpy(a, ha.data(), N * 4, cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(c, hc.data(), N * 4, cudaMemcpyHostToDevice));
   CHECK(cudaMemset(d, 0, 512 * H));
-  cudaStream_t s1, s2;
+  cudaStream_t s1, s2, s3;
   CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
   CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  CHECK(cudaStreamCreateWithFlags(&s3, cudaStreamNonBlocking));
+  unsigned *w;
+  std::vector<unsigned> hw(N);
+  for (int i = 0; i < N; i++) hw[i] = i;
+  CHECK(cudaMalloc(&w, N * 4));
+  CHECK(cudaMemcpy(w, hw.data(), N * 4, cudaMemcpyHostToDevice));
   cudaEvent_t fork, join;
   CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
   CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
@@ -119,6 +125,11 @@ static unsigned long long captured(int replays) {
   CHECK(cudaMemsetAsync(b, 0, N * 4, s1));
   g_axpb<<<grid, block, 0, s1>>>(a, N, 3, 1);
   CHECK(cudaGetLastError());
+  // a launch of the program's own on another stream while the capture is
+  // under way: the first launch, where the migration tests move the program
+  g_axpb<<<grid, block, 0, s3>>>(w, N, 3, 7);
+  launches++;
+  for (int i = 0; i < N; i++) hw[i] = hw[i] * 3 + 7;
   CHECK(cudaStreamGetCaptureInfo(s1, &st, NULL, NULL, &deps, NULL, &ndeps));
   EXPECT(ndeps == 1, "after two nodes, %zu deps", ndeps);
   CHECK(cudaEventRecord(fork, s1));
@@ -161,6 +172,8 @@ static unsigned long long captured(int replays) {
   std::vector<unsigned char> gd(512 * H);
   CHECK(cudaMemcpy(gd.data(), d, 512 * H, cudaMemcpyDeviceToHost));
   EXPECT(gd == hd, "captured graph: the 2D copy differs");
+  CHECK(cudaMemcpy(got.data(), w, N * 4, cudaMemcpyDeviceToHost));
+  EXPECT(got == hw, "the launch made during the capture: w differs");
   printf("captured: %zu nodes, %d replays\n", nodes, replays);
 
   CHECK(cudaGraphExecDestroy(exec));
@@ -169,7 +182,9 @@ static unsigned long long captured(int replays) {
   CHECK(cudaEventDestroy(join));
   CHECK(cudaStreamDestroy(s1));
   CHECK(cudaStreamDestroy(s2));
-  unsigned long long h = sum(ha) ^ (sum(hc) << 1);
+  CHECK(cudaStreamDestroy(s3));
+  CHECK(cudaFree(w));
+  unsigned long long h = sum(ha) ^ (sum(hc) << 1) ^ (sum(hw) << 2);
   CHECK(cudaFree(a));
   CHECK(cudaFree(b));
   CHECK(cudaFree(c));

@@ -82,6 +82,8 @@ migrate | migrate_helper | driver_migrate | rpath_migrate)
   graphed ref "$rc"
   want=$(value ref checksum) launches=$(value ref launches)
   if [ -n "${FERRY_MIGRATE_KS:-}" ]; then ks=$FERRY_MIGRATE_KS; else
+    # launch 1 comes while a capture is under way (graphs.cu): the capture
+    # lives in the process and goes on after the move
     r=$(shuf -i 2-"$launches" -n 2 | tr '\n' ' ')
     ks="1 $((launches / 2)) ${r% }"
   fi
