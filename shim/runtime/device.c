@@ -99,6 +99,7 @@ cudaError_t cudaDeviceReset(void) {
   if (ferry_hooks.device_reset) ferry_hooks.device_reset(v->index);
   ferry_streams_forget(v->index);
   ferry_arrays_forget(v->index);
+  ferry_gexecs_forget(v->index);
   v->device_flags = 0;
   ferry_thread()->last_error = cudaSuccess;
   return cudaSuccess;

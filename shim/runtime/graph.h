@@ -72,6 +72,7 @@ struct ferry_graph {
 struct ferry_gexec {
   uint32_t magic;
   int vgpu;
+  uint32_t epoch; /* the vGPU's resets when it was made (graph_exec.c) */
   uint32_t id; /* the wire id of the executable graph */
   unsigned long long flags;
   struct ferry_graph *graph; /* the copy it was made from (nodes' orig: the program's) */
@@ -108,6 +109,9 @@ struct ferry_gexec *ferry_gexec_of(const void *h);
 /* the exec's copy of the program's node gets op (taken over) and the whole
    graph is sent again under the same exec id */
 int ferry_gexec_set(cudaGraphExec_t exec, const void *node, struct ferry_gop *op);
+/* a reset of vgpu destroyed its executable graphs on the server: the
+   handles the program still holds are refused from now on */
+void ferry_gexecs_forget(int vgpu);
 
 /* ---- building a node's operation by running its call (capture.c) ----
    While a sink is set on this thread, the launch, memset and copy paths

@@ -149,6 +149,16 @@ static int emit_graph(struct emit *e, const struct ferry_graph *g, const uint32_
   return rc;
 }
 
+/* device resets of each vGPU: they destroyed its executable graphs */
+static uint32_t resets[FERRY_MAX_VGPUS]; /* atomic */
+
+void ferry_gexecs_forget(int vgpu) { __atomic_add_fetch(&resets[vgpu], 1, __ATOMIC_RELEASE); }
+
+/* x's graph still exists where it runs (no reset since) */
+static int exec_live(const struct ferry_gexec *x) {
+  return x->vgpu < 0 || x->epoch == __atomic_load_n(&resets[x->vgpu], __ATOMIC_ACQUIRE);
+}
+
 /* sends x's graph under x's id (a first instantiation or a replacement) */
 static int send_exec(struct ferry_gexec *x) {
   struct emit e = {.vgpu = -1};
@@ -165,7 +175,9 @@ static int send_exec(struct ferry_gexec *x) {
       struct ferry_vgpu *v = ferry_current(&rc);
       if (v) x->vgpu = v->index;
     }
+    if (x->vgpu >= 0) x->epoch = __atomic_load_n(&resets[x->vgpu], __ATOMIC_ACQUIRE);
   }
+  if (!rc && !exec_live(x)) rc = cudaErrorInvalidResourceHandle;
   if (!rc) {
     struct ferry_vgpu *v = &ferry.vgpus[x->vgpu];
     struct ferry_graph_instantiate_args a = {
@@ -248,6 +260,7 @@ cudaError_t cudaGraphExecGetFlags(cudaGraphExec_t exec, unsigned long long *flag
 static int exec_stream(struct ferry_gexec *x, cudaStream_t s, int per_thread, struct ferry_vgpu **v,
                        uint32_t *sid) {
   if (!x) return cudaErrorInvalidValue;
+  if (!exec_live(x)) return cudaErrorInvalidResourceHandle; /* its device was reset */
   int rc = ferry_stream_resolve(s, per_thread, v, sid);
   if (rc) return rc;
   return (*v)->index == x->vgpu ? 0 : cudaErrorInvalidValue;
@@ -293,8 +306,9 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
   if (!x) return ferry_ret(cudaErrorInvalidValue);
   struct ferry_vgpu *v = &ferry.vgpus[x->vgpu];
   struct ferry_graph_exec_destroy_args a = {x->id};
-  int rc = ferry_dead(v) ? cudaErrorDevicesUnavailable
-                         : ferry_call(v, FERRY_CALL_graph_exec_destroy, &a, NULL, NULL);
+  int rc = !exec_live(x) ? 0 /* the reset destroyed it */
+           : ferry_dead(v) ? cudaErrorDevicesUnavailable
+                           : ferry_call(v, FERRY_CALL_graph_exec_destroy, &a, NULL, NULL);
   ferry_graph_free(x->graph);
   x->magic = 0;
   free(x);

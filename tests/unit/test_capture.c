@@ -366,11 +366,33 @@ static void test_explicit(void **state) {
   assert_int_equal(cudaGraphDestroy(child), cudaSuccess);
 }
 
+/* after a device reset the server has no executable graph: the old
+   handles are refused here, never sent (an unknown exec ends a session) */
+static void test_reset(void **state) {
+  (void)state;
+  cudaGraph_t g;
+  cudaGraphNode_t e;
+  cudaGraphExec_t x;
+  assert_int_equal(cudaGraphCreate(&g, 0), cudaSuccess);
+  assert_int_equal(cudaGraphAddEmptyNode(&e, g, NULL, 0), cudaSuccess);
+  assert_int_equal(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+  int launched = launches_sent;
+  assert_int_equal(cudaGraphLaunch(x, S(1)), cudaSuccess);
+  ferry_gexecs_forget(0);
+  assert_int_equal(cudaGraphLaunch(x, S(1)), cudaErrorInvalidResourceHandle);
+  assert_int_equal(launches_sent, launched + 1);
+  assert_int_equal(cudaGraphExecDestroy(x), cudaSuccess);
+  assert_int_equal(cudaGraphInstantiate(&x, g, 0), cudaSuccess); /* a new one works */
+  assert_int_equal(cudaGraphLaunch(x, S(1)), cudaSuccess);
+  assert_int_equal(cudaGraphExecDestroy(x), cudaSuccess);
+  assert_int_equal(cudaGraphDestroy(g), cudaSuccess);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fork_join), cmocka_unit_test(test_unjoined),
       cmocka_unit_test(test_refusals),  cmocka_unit_test(test_modes),
-      cmocka_unit_test(test_explicit),
+      cmocka_unit_test(test_explicit),  cmocka_unit_test(test_reset),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
