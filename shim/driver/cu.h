@@ -124,6 +124,7 @@ cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t s, cudaStreamCallback_t cb, 
                                        unsigned int flags);
 cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t s, cudaHostFn_t fn, void *user);
 cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t e, cudaStream_t s, unsigned int flags);
 cudaError_t cudaMallocAsync_ptsz(void **p, size_t size, cudaStream_t s);
 cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t s);
 cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind);

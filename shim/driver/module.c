@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "protocol/layout.h"
 #include "shim/driver/cu.h"
+#include "shim/runtime/graph.h"
 
 #define MODULE_MAGIC 0x444f4d46u /* "FMOD" */
 #define FUNC_MAGIC 0x434e5546u   /* "FUNC" */
@@ -608,7 +609,6 @@ static CUresult launch(CUfunction h, dim3 grid, dim3 block, unsigned shmem, CUst
   ferry_blob packed;
   if ((rc = pack_params(fn.layout, params, extra, &packed))) return rc;
   if (__atomic_load_n(&globals_moved, __ATOMIC_ACQUIRE)) translate_params(fn.layout, v->index, &packed);
-  ferry_migrate_at_launch(v->index);
   struct ferry_launch_args a = {.func = fn.id,
                                 .gx = grid.x, .gy = grid.y, .gz = grid.z,
                                 .bx = block.x, .by = block.y, .bz = block.z,
@@ -617,6 +617,10 @@ static CUresult launch(CUfunction h, dim3 grid, dim3 block, unsigned shmem, CUst
                                 .cooperative = (flags & FERRY_LAUNCH_COOPERATIVE) != 0,
                                 .params = packed,
                                 .attrs = attrs};
+  /* a capturing stream's launch becomes a kernel node */
+  int captured = ferry_capture_launch(v, sid, &a, fn.layout, h);
+  if (captured) return FERRY_CU_RT(FERRY_CAPTURE_DONE(captured));
+  ferry_migrate_at_launch(v->index);
   return FERRY_CU_RT(ferry_call(v, FERRY_CALL_launch, &a, NULL, NULL));
 }
 

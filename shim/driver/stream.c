@@ -77,13 +77,12 @@ CUresult cuEventRecord(CUevent e, CUstream s) { return READY_THEN(cudaEventRecor
 CUresult cuEventRecord_ptsz(CUevent e, CUstream s) {
   return READY_THEN(cudaEventRecord_ptsz(E(e), S(s)));
 }
+/* CU_EVENT_RECORD_EXTERNAL is cudaEventRecordExternal: it matters while capturing */
 CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int flags) {
-  if (flags) return ferry_cu_unsupported("cuEventRecordWithFlags with CU_EVENT_RECORD_EXTERNAL");
-  return cuEventRecord(e, s);
+  return READY_THEN(cudaEventRecordWithFlags(E(e), S(s), flags));
 }
 CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned int flags) {
-  if (flags) return ferry_cu_unsupported("cuEventRecordWithFlags with CU_EVENT_RECORD_EXTERNAL");
-  return cuEventRecord_ptsz(e, s);
+  return READY_THEN(cudaEventRecordWithFlags_ptsz(E(e), S(s), flags));
 }
 CUresult cuEventSynchronize(CUevent e) { return READY_THEN(cudaEventSynchronize(E(e))); }
 CUresult cuEventQuery(CUevent e) { return READY_THEN(cudaEventQuery(E(e))); }
@@ -97,62 +96,7 @@ CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
   return cuEventElapsedTime_v2(ms, start, end);
 }
 
-/* ---- stream capture: ferry captures nothing, so no stream is ever being captured
-   (cuBLAS asks before each launch) ---- */
-static CUresult not_capturing(CUstream s, int per_thread, CUstreamCaptureStatus *status) {
-  struct ferry_vgpu *v;
-  uint32_t id;
-  if (!status) return CUDA_ERROR_INVALID_VALUE;
-  CUresult rc = ferry_cu_ready();
-  if (!rc) rc = FERRY_CU_RT(ferry_stream_resolve(S(s), per_thread, &v, &id));
-  if (!rc) *status = CU_STREAM_CAPTURE_STATUS_NONE;
-  return rc;
-}
-#undef cuStreamIsCapturing
-CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status) {
-  return not_capturing(s, 0, status);
-}
-CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *status) {
-  return not_capturing(s, 1, status);
-}
-static CUresult capture_info(CUstream s, int per_thread, CUstreamCaptureStatus *status,
-                             cuuint64_t *id, CUgraph *graph, const CUgraphNode **deps,
-                             const CUgraphEdgeData **edges, size_t *ndeps) {
-  CUresult rc = not_capturing(s, per_thread, status);
-  if (rc) return rc;
-  if (id) *id = 0;
-  if (graph) *graph = NULL;
-  if (deps) *deps = NULL;
-  if (edges) *edges = NULL;
-  if (ndeps) *ndeps = 0;
-  return CUDA_SUCCESS;
-}
-CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
-                                   const CUgraphNode **deps, size_t *n) {
-  return capture_info(s, 0, st, id, g, deps, NULL, n);
-}
-CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id,
-                                        CUgraph *g, const CUgraphNode **deps, size_t *n) {
-  return capture_info(s, 1, st, id, g, deps, NULL, n);
-}
-CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
-                                   const CUgraphNode **deps, const CUgraphEdgeData **e, size_t *n) {
-  return capture_info(s, 0, st, id, g, deps, e, n);
-}
-CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id,
-                                        CUgraph *g, const CUgraphNode **deps,
-                                        const CUgraphEdgeData **e, size_t *n) {
-  return capture_info(s, 1, st, id, g, deps, e, n);
-}
-/* the thread's capture mode matters only while capturing: kept and swapped */
-static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
-  if (!mode) return CUDA_ERROR_INVALID_VALUE;
-  CUstreamCaptureMode old = capture_mode;
-  capture_mode = *mode;
-  *mode = old;
-  return CUDA_SUCCESS;
-}
+/* stream capture: graph.c */
 
 /* a stream's id (its handle: unique while it lives) and device */
 static CUresult stream_id(CUstream s, int per_thread, unsigned long long *out, CUdevice *dev) {

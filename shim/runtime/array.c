@@ -14,7 +14,7 @@
 
 #include "common/log.h"
 #include "shim/core/link.h"
-#include "shim/runtime/runtime.h"
+#include "shim/runtime/graph.h"
 
 static pthread_once_t arrays_once = PTHREAD_ONCE_INIT;
 static void arrays_init(void) { ferry_handles_init(&ferry.arrays); }
@@ -278,6 +278,7 @@ static int copy_box(const struct end *dst, const struct end *src, uint64_t w, ui
   uint32_t sid;
   if ((rc = ferry_stream_resolve(stream, per_thread, &stream_v, &sid))) return rc;
   if (stream_v != v) return cudaErrorInvalidResourceHandle;
+  if ((rc = ferry_capture_refuse(v, sid, "a copy to or from a CUDA array"))) return rc;
   if (!sv) { /* host to device: pipelined, like memory.c's copies into the arena */
     char *tmp = NULL;
     const void *packed = host_row(src, 0, 0);

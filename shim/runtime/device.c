@@ -9,7 +9,7 @@
 #include "shim/core/link.h"
 #include "shim/core/local.h"
 #include "shim/core/hooks.h"
-#include "shim/runtime/runtime.h"
+#include "shim/runtime/graph.h"
 
 cudaError_t cudaGetDeviceCount(int *count) {
   if (!count) return ferry_ret(cudaErrorInvalidValue);
@@ -76,7 +76,8 @@ cudaError_t cudaDeviceSynchronize(void) {
   if (!v) return ferry_ret(err);
   uint64_t at = ferry_mempool_clock(v); /* the frees this synchronization completes */
   struct ferry_device_synchronize_args a = {0};
-  int rc = ferry_call(v, FERRY_CALL_device_synchronize, &a, NULL, NULL);
+  int rc = ferry_capture_unsafe(); /* it would wait for capturing streams */
+  if (!rc) rc = ferry_call(v, FERRY_CALL_device_synchronize, &a, NULL, NULL);
   if (!rc) ferry_mempool_device_synced(v, at);
   return ferry_ret(rc);
 }
@@ -105,6 +106,7 @@ cudaError_t cudaDeviceReset(void) {
   if (ferry_hooks.device_reset) ferry_hooks.device_reset(v->index);
   ferry_streams_forget(v->index);
   ferry_arrays_forget(v->index);
+  ferry_gexecs_forget(v->index);
   v->device_flags = 0;
   ferry_thread()->last_error = cudaSuccess;
   return cudaSuccess;

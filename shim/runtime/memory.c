@@ -13,7 +13,7 @@
 #include "shim/core/local.h"
 #include "shim/core/hooks.h"
 #include "shim/migrate/migrate.h"
-#include "shim/runtime/runtime.h"
+#include "shim/runtime/graph.h"
 
 struct ferry_vgpu *ferry_vgpu_of(const void *p) {
   uint64_t a = (uint64_t)(uintptr_t)p;
@@ -62,7 +62,9 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
     *ptr = NULL;
     return cudaSuccess;
   }
-  return ferry_ret(ferry_device_alloc(v, size, ptr));
+  /* potentially unsafe during a capture (the graph would not allocate) */
+  int rc = ferry_capture_unsafe();
+  return ferry_ret(rc ? rc : ferry_device_alloc(v, size, ptr));
 }
 
 cudaError_t cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height) {
@@ -70,6 +72,8 @@ cudaError_t cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t heig
   int err;
   struct ferry_vgpu *v = ferry_current(&err);
   if (!v) return ferry_ret(err);
+  int rc = ferry_capture_unsafe();
+  if (rc) return ferry_ret(rc);
   size_t align = 512; /* CUDA pads rows to the texture alignment */
   size_t p = (width + align - 1) / align * align;
   if (width == 0 || height == 0) {
@@ -77,7 +81,7 @@ cudaError_t cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t heig
     *pitch = p;
     return cudaSuccess;
   }
-  int rc = ferry_device_alloc(v, (uint64_t)p * height, ptr);
+  rc = ferry_device_alloc(v, (uint64_t)p * height, ptr);
   if (!rc) *pitch = p;
   return ferry_ret(rc);
 }
@@ -97,6 +101,7 @@ cudaError_t cudaFree(void *ptr) {
   int live = ferry_arena_find(&v->arena, (uint64_t)(uintptr_t)ptr) != NULL;
   pthread_mutex_unlock(&v->arena_lock);
   if (!live) return ferry_ret(cudaErrorInvalidValue);
+  if ((rc = ferry_capture_unsafe())) return ferry_ret(rc);
   /* a block a pool keeps (freed with cudaFreeAsync) is not the program's */
   if ((rc = ferry_mempool_on_free(v, (uint64_t)(uintptr_t)ptr))) return ferry_ret(rc);
   /* cudaFree waits for the device: kernels still running may use the memory
@@ -120,7 +125,7 @@ static int malloc_async(void **ptr, size_t size, cudaStream_t stream, int per_th
   int rc = ferry_stream_resolve(stream, per_thread, &v, &sid);
   if (rc) return rc;
   if (!ptr) return cudaErrorInvalidValue;
-  /* capture check: lead adds at merge */
+  if ((rc = ferry_capture_refuse(v, sid, "cudaMallocAsync / cuMemAllocAsync"))) return rc;
   if (!size) {
     *ptr = NULL;
     return 0;
@@ -133,7 +138,7 @@ static int free_async(void *ptr, cudaStream_t stream, int per_thread) {
   uint32_t sid;
   int rc = ferry_stream_resolve(stream, per_thread, &sv, &sid);
   if (rc) return rc;
-  /* capture check: lead adds at merge */
+  if ((rc = ferry_capture_refuse(sv, sid, "cudaFreeAsync / cuMemFreeAsync"))) return rc;
   if (!ptr) return 0;
   struct ferry_vgpu *v = ferry_vgpu_of(ptr);
   if (!v) return cudaErrorInvalidValue;
@@ -265,6 +270,10 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
   case cudaMemcpyHostToDevice: {
     if ((rc = device_side(dst, count, &dv)) || (rc = stream_id_for(dv, stream, per_thread, &sid, &async)))
       return rc;
+    if ((rc = ferry_capture_refuse(dv, sid, async ? "cudaMemcpyAsync / cuMemcpyHtoDAsync (host to device)"
+                                                  : "cudaMemcpy / cuMemcpyHtoD (host to device)")) ||
+        (!async && (rc = ferry_capture_unsafe())))
+      return rc;
     if (ferry_is_local(dv) && (rc = ferry_local_copy(dv, dst, src, count, 1, sid, async)) != FERRY_NOT_LOCAL)
       return rc;
     if ((rc = ferry_shared_copy(dv, dst, src, count, 1, sid, async)) != FERRY_NOT_HELPER) return rc;
@@ -285,6 +294,10 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
   case cudaMemcpyDeviceToHost: {
     if ((rc = device_side(src, count, &sv)) || (rc = stream_id_for(sv, stream, per_thread, &sid, &async)))
       return rc;
+    if ((rc = ferry_capture_refuse(sv, sid, async ? "cudaMemcpyAsync / cuMemcpyDtoHAsync (device to host)"
+                                                  : "cudaMemcpy / cuMemcpyDtoH (device to host)")) ||
+        (!async && (rc = ferry_capture_unsafe())))
+      return rc;
     if (ferry_is_local(sv) && (rc = ferry_local_copy(sv, dst, src, count, 2, sid, async)) != FERRY_NOT_LOCAL)
       return rc;
     if ((rc = ferry_shared_copy(sv, dst, src, count, 0, sid, async)) != FERRY_NOT_HELPER) return rc;
@@ -300,8 +313,16 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
   }
   case cudaMemcpyDeviceToDevice: {
     if ((rc = device_side(src, count, &sv)) || (rc = device_side(dst, count, &dv))) return rc;
-    if (sv != dv) return (rc = wait_stream(stream, per_thread)) ? rc : copy_between(dst, src, count);
+    if (sv != dv) {
+      if ((rc = stream_id_for(dv, stream, per_thread, &sid, &async)) ||
+          (rc = ferry_capture_refuse(dv, sid, "a copy between two devices")))
+        return rc;
+      return (rc = wait_stream(stream, per_thread)) ? rc : copy_between(dst, src, count);
+    }
     if ((rc = stream_id_for(dv, stream, per_thread, &sid, &async))) return rc;
+    if ((rc = ferry_capture_copy(dv, sid, (uint64_t)(uintptr_t)dst, count, (uint64_t)(uintptr_t)src,
+                                 count, count, 1)))
+      return FERRY_CAPTURE_DONE(rc);
     if (async) {
       struct ferry_memcpy_dtod_async_args a = {(uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src,
                                                count, sid};
@@ -347,6 +368,11 @@ static int copy_peer(void *dst, int dst_dev, const void *src, int src_dev, size_
   if (count == 0) return 0;
   if ((rc = on_device(dst, count, dst_dev)) || (rc = on_device(src, count, src_dev))) return rc;
   if (dst_dev == src_dev) return copy(dst, src, count, cudaMemcpyDeviceToDevice, stream, 0, async);
+  struct ferry_vgpu *v;
+  uint32_t sid;
+  if ((rc = ferry_stream_resolve(stream, 0, &v, &sid)) ||
+      (rc = ferry_capture_refuse(v, sid, "cudaMemcpyPeer between two devices")))
+    return rc;
   return (rc = wait_stream(stream, 0)) ? rc : copy_between(dst, src, count);
 }
 
@@ -380,6 +406,10 @@ static int copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size
   if (kind == cudaMemcpyHostToDevice) {
     if ((rc = device_side(dst, dspan, &v)) || (rc = stream_id_for(v, stream, per_thread, &sid, &async)))
       return rc;
+    if ((rc = ferry_capture_refuse(v, sid, async ? "cudaMemcpy2DAsync / cuMemcpy2DAsync (host to device)"
+                                                 : "cudaMemcpy2D / cuMemcpy2D (host to device)")) ||
+        (!async && (rc = ferry_capture_unsafe())))
+      return rc;
     const void *packed = src;
     char *tmp = NULL;
     if (spitch != width) {
@@ -396,6 +426,10 @@ static int copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size
   }
   if (kind == cudaMemcpyDeviceToHost) {
     if ((rc = device_side(src, sspan, &v)) || (rc = stream_id_for(v, stream, per_thread, &sid, &async)))
+      return rc;
+    if ((rc = ferry_capture_refuse(v, sid, async ? "cudaMemcpy2DAsync / cuMemcpy2DAsync (device to host)"
+                                                 : "cudaMemcpy2D / cuMemcpy2D (device to host)")) ||
+        (!async && (rc = ferry_capture_unsafe())))
       return rc;
     char *tmp = NULL;
     void *packed = dst;
@@ -418,6 +452,9 @@ static int copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size
     return cudaErrorNotSupported;
   }
   if ((rc = stream_id_for(v, stream, per_thread, &sid, &async))) return rc;
+  if ((rc = ferry_capture_copy(v, sid, (uint64_t)(uintptr_t)dst, dpitch, (uint64_t)(uintptr_t)src,
+                               spitch, width, height)))
+    return FERRY_CAPTURE_DONE(rc);
   struct ferry_memcpy2d_dtod_args a = {(uint64_t)(uintptr_t)dst, dpitch, (uint64_t)(uintptr_t)src,
                                        spitch, width, height, sid};
   /* device to device: CUDA does no host-side synchronization for the
@@ -459,6 +496,9 @@ static int set2d(void *dst, size_t pitch, int value, size_t width, size_t height
   if ((rc = device_side(dst, pitch * (height - 1) + width, &v)) ||
       (rc = stream_id_for(v, stream, per_thread, &sid, &async)))
     return rc;
+  if ((rc = ferry_capture_memset(v, sid, (uint64_t)(uintptr_t)dst, height == 1 ? width : pitch,
+                                 (uint32_t)value & 0xff, 1, width, height)))
+    return FERRY_CAPTURE_DONE(rc);
   if (height == 1) {
     struct ferry_memset_args a = {(uint64_t)(uintptr_t)dst, (uint32_t)value & 0xff, width, sid};
     return ferry_call(v, FERRY_CALL_memset, &a, NULL, NULL);
@@ -488,6 +528,8 @@ int ferry_memset_wide(void *dst, size_t pitch, uint32_t value, unsigned elem, si
   if ((rc = device_side(dst, pitch * (height - 1) + width * elem, &v)) ||
       (rc = stream_id_for(v, stream, per_thread, &sid, &async)))
     return rc;
+  if ((rc = ferry_capture_memset(v, sid, (uint64_t)(uintptr_t)dst, pitch, value, elem, width, height)))
+    return FERRY_CAPTURE_DONE(rc);
   struct ferry_memset_wide_args a = {(uint64_t)(uintptr_t)dst, pitch, value, elem, width, height, sid};
   return ferry_call(v, FERRY_CALL_memset_wide, &a, NULL, NULL);
 }

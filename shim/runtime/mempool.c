@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/pool.h"
 #include "shim/core/link.h"
+#include "shim/runtime/graph.h"
 #include "shim/runtime/runtime.h"
 
 #define STREAM_PER_THREAD_ID 2u
@@ -327,7 +328,7 @@ static int from_pool(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t s
   int rc = ferry_stream_resolve(stream, per_thread, &v, &sid);
   if (rc) return rc;
   if (!ptr || !pool) return cudaErrorInvalidValue;
-  /* capture check: lead adds at merge */
+  if ((rc = ferry_capture_refuse(v, sid, "cudaMallocFromPoolAsync / cuMemAllocFromPoolAsync"))) return rc;
   if (!size) {
     *ptr = NULL;
     return 0;

@@ -15,7 +15,7 @@
 #include "shim/core/local.h"
 #include "shim/core/hooks.h"
 #include "shim/migrate/migrate.h"
-#include "shim/runtime/runtime.h"
+#include "shim/runtime/graph.h"
 
 #define FATBIN_WRAPPER_MAGIC 0x466243B1u
 #define FATBIN_CONTAINER_MAGIC 0xBA55ED50u
@@ -389,7 +389,6 @@ int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, siz
   if (k->layout.nparams && !args) return cudaErrorInvalidValue;
   ferry_layout_pack(&k->layout, args, param_buf);
   if (shmem > UINT32_MAX) return cudaErrorInvalidValue;
-  ferry_migrate_at_launch(v->index);
   struct ferry_launch_args a = {.func = func,
                                 .gx = grid.x, .gy = grid.y, .gz = grid.z,
                                 .bx = block.x, .by = block.y, .bz = block.z,
@@ -398,6 +397,9 @@ int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, siz
                                 .cooperative = (flags & FERRY_LAUNCH_COOPERATIVE) != 0,
                                 .params = {param_buf, k->layout.bytes},
                                 .attrs = attrs};
+  /* a capturing stream's launch becomes a kernel node */
+  if ((err = ferry_capture_launch(v, sid, &a, &k->layout, k->host_fun))) return FERRY_CAPTURE_DONE(err);
+  ferry_migrate_at_launch(v->index);
   return ferry_call(v, FERRY_CALL_launch, &a, NULL, NULL);
 }
 

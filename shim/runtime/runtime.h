@@ -19,6 +19,10 @@ struct ferry_stream {
    default streams); per_thread: the API variant uses the per-thread stream */
 int ferry_stream_resolve(cudaStream_t s, int per_thread, struct ferry_vgpu **v, uint32_t *id);
 
+/* (v, stream) is part of a stream capture, valid or invalidated (answered
+   here, no round trip; capture.c) */
+int ferry_stream_capturing(struct ferry_vgpu *v, uint32_t stream);
+
 /* the device's stream priority range, asked once */
 int ferry_priority_range(struct ferry_vgpu *v, int *least, int *greatest);
 /* forget the streams and events of a vGPU (after cudaDeviceReset) */

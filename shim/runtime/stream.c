@@ -9,7 +9,7 @@
 #include "shim/core/link.h"
 #include "shim/core/local.h"
 #include "shim/migrate/migrate.h"
-#include "shim/runtime/runtime.h"
+#include "shim/runtime/graph.h"
 
 #define STREAM_LEGACY_ID 0u
 #define STREAM_PER_THREAD_ID 2u
@@ -96,6 +96,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
   struct ferry_stream *st = ferry_handle_take(&ferry.streams, (uintptr_t)s);
   if (!st) return ferry_ret(cudaErrorInvalidResourceHandle);
   struct ferry_stream_destroy_args a = {st->id};
+  ferry_capture_stream_gone(&ferry.vgpus[st->vgpu], st->id);
   int rc = ferry_call(&ferry.vgpus[st->vgpu], FERRY_CALL_stream_destroy, &a, NULL, NULL);
   ferry_mempool_stream_forget(&ferry.vgpus[st->vgpu], st->id);
   ferry_handle_release(&ferry.streams, (uintptr_t)s); /* its id is free once the server forgot it */
@@ -107,6 +108,7 @@ static cudaError_t stream_sync(cudaStream_t s, int per_thread) {
   struct ferry_vgpu *v;
   struct ferry_stream_synchronize_args a;
   int rc = ferry_stream_resolve(s, per_thread, &v, &a.stream);
+  if (!rc) rc = ferry_capture_sync(v, a.stream);
   if (rc) return ferry_ret(rc);
   uint64_t at = ferry_mempool_clock(v); /* the frees this synchronization completes */
   rc = ferry_call(v, FERRY_CALL_stream_synchronize, &a, NULL, NULL);
@@ -120,6 +122,7 @@ static cudaError_t stream_query(cudaStream_t s, int per_thread) {
   struct ferry_vgpu *v;
   struct ferry_stream_query_args a;
   int rc = ferry_stream_resolve(s, per_thread, &v, &a.stream);
+  if (!rc) rc = ferry_capture_sync(v, a.stream);
   if (!rc) rc = ferry_call(v, FERRY_CALL_stream_query, &a, NULL, NULL);
   /* "not ready" is an answer, not an error: it does not become the last error */
   return rc == cudaErrorNotReady ? cudaErrorNotReady : ferry_ret(rc);
@@ -164,6 +167,12 @@ static cudaError_t stream_wait_event(cudaStream_t s, cudaEvent_t e, unsigned fla
   if (rc) return ferry_ret(rc);
   struct ferry_event *ev = ferry_handle_get(&ferry.events, (uintptr_t)e);
   if (!ev) return ferry_ret(cudaErrorInvalidResourceHandle);
+  if (ev->vgpu == v->index) {
+    unsigned sflags = 0;
+    stream_info(s, &sflags, NULL);
+    rc = ferry_capture_wait(v, a.stream, !(sflags & cudaStreamNonBlocking), e, ev->id, flags);
+    if (rc) return ferry_ret(FERRY_CAPTURE_DONE(rc));
+  }
   if (ev->vgpu != v->index) {
     /* two vGPUs share no queue: this thread waits for the event, so the
        stream's later work starts after it, as CUDA orders it */
@@ -240,25 +249,45 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
   return ferry_ret(rc);
 }
 
-static cudaError_t event_record(cudaEvent_t e, cudaStream_t s, int per_thread) {
+static cudaError_t event_record(cudaEvent_t e, cudaStream_t s, int per_thread, unsigned flags) {
   struct ferry_event *ev;
   int rc = event_of(e, &ev);
   if (rc) return ferry_ret(rc);
+  if (flags & ~(unsigned)cudaEventRecordExternal) return ferry_ret(cudaErrorInvalidValue);
   struct ferry_vgpu *v;
   struct ferry_event_record_args a = {.event = ev->id};
   if ((rc = ferry_stream_resolve(s, per_thread, &v, &a.stream))) return ferry_ret(rc);
   if (v->index != ev->vgpu) return ferry_ret(cudaErrorInvalidResourceHandle);
+  /* on a capturing stream: a point of the capture (or, external, a node) */
+  if ((rc = ferry_capture_record(v, a.stream, e, ev->id, flags))) return ferry_ret(FERRY_CAPTURE_DONE(rc));
   rc = ferry_call(v, FERRY_CALL_event_record, &a, NULL, NULL);
   if (!rc) ferry_pre_forget(v, ev->id);
   if (!rc) ferry_mempool_event_recorded(v, ev->id, a.stream);
   return ferry_ret(rc);
 }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return event_record(e, s, 0); }
-cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t s) { return event_record(e, s, 1); }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return event_record(e, s, 0, 0); }
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t s) { return event_record(e, s, 1, 0); }
+/* cudaEventRecordExternal matters only on a capturing stream */
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned int flags) {
+  return event_record(e, s, 0, flags);
+}
+cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t e, cudaStream_t s, unsigned int flags) {
+  return event_record(e, s, 1, flags);
+}
+
+int ferry_event_find(void *e, int *vgpu, uint32_t *id) {
+  struct ferry_event *ev;
+  int rc = event_of((cudaEvent_t)e, &ev);
+  if (rc) return rc;
+  *vgpu = ev->vgpu;
+  *id = ev->id;
+  return 0;
+}
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   struct ferry_event *ev;
   int rc = event_of(e, &ev);
+  if (!rc) rc = ferry_capture_event_busy(ev->vgpu, ev->id);
   if (rc) return ferry_ret(rc);
   struct ferry_event_synchronize_args a = {ev->id};
   rc = ferry_call(&ferry.vgpus[ev->vgpu], FERRY_CALL_event_synchronize, &a, NULL, NULL);
@@ -269,6 +298,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
 cudaError_t cudaEventQuery(cudaEvent_t e) {
   struct ferry_event *ev;
   int rc = event_of(e, &ev);
+  if (!rc) rc = ferry_capture_event_busy(ev->vgpu, ev->id);
   if (rc) return ferry_ret(rc);
   struct ferry_event_query_args a = {ev->id};
   rc = ferry_call(&ferry.vgpus[ev->vgpu], FERRY_CALL_event_query, &a, NULL, NULL);
@@ -303,9 +333,19 @@ void ferry_streams_forget(int vgpu) {
    work after it waits for it. Waiting for the stream here and then calling
    it in this thread keeps both guarantees; callbacks may not call CUDA, so
    running them in the caller's thread cannot deadlock. */
+/* host functions cannot be captured: ferry's graph nodes run on the server */
+static int refuse_host_work(cudaStream_t s, int per_thread, const char *what) {
+  struct ferry_vgpu *v;
+  uint32_t sid;
+  int rc = ferry_stream_resolve(s, per_thread, &v, &sid);
+  return rc ? rc : ferry_capture_refuse(v, sid, what);
+}
+
 static cudaError_t add_callback(cudaStream_t s, cudaStreamCallback_t cb, void *user,
                                 unsigned flags, int per_thread) {
   if (!cb || flags) return ferry_ret(cudaErrorInvalidValue);
+  int rc = refuse_host_work(s, per_thread, "cudaStreamAddCallback / cuStreamAddCallback");
+  if (rc) return ferry_ret(rc);
   cudaError_t status = stream_sync(s, per_thread);
   if (status == cudaErrorInvalidResourceHandle || status == cudaErrorDevicesUnavailable ||
       status == cudaErrorNoDevice)
@@ -324,6 +364,8 @@ cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t s, cudaStreamCallback_t cb, 
 
 static cudaError_t launch_host_func(cudaStream_t s, cudaHostFn_t fn, void *user, int per_thread) {
   if (!fn) return ferry_ret(cudaErrorInvalidValue);
+  int rc = refuse_host_work(s, per_thread, "cudaLaunchHostFunc / cuLaunchHostFunc");
+  if (rc) return ferry_ret(rc);
   cudaError_t status = stream_sync(s, per_thread);
   if (status) return status; /* after an error the function is not called */
   fn(user);

@@ -28,9 +28,10 @@ int main(void) {
   r = cuMemAllocManaged(&m, 8192, CU_MEM_ATTACH_GLOBAL);
   EXPECT(r == CUDA_ERROR_NOT_SUPPORTED);
 
-  CUgraph g = NULL;
-  r = cuGraphCreate(&g, 0);
-  printf("cuGraphCreate=%s\n", cu_name(r));
+  /* graph host nodes: ferry's graph nodes run on the server */
+  CUgraphNode node = NULL;
+  r = cuGraphAddHostNode(&node, NULL, NULL, 0, NULL);
+  printf("cuGraphAddHostNode=%s\n", cu_name(r));
   EXPECT(r == CUDA_ERROR_NOT_SUPPORTED);
 
   /* neither refusal is sticky */

@@ -15,8 +15,9 @@ int main() {
   void *p = nullptr;
   cudaError_t a = cudaMallocManaged(&p, 1024);
   cudaError_t b = cudaMallocManaged(&p, 2048);
-  cudaGraph_t g;
-  cudaError_t c = cudaGraphCreate(&g, 0);
+  // graph host nodes: ferry's graph nodes run on the server
+  cudaGraphNode_t node;
+  cudaError_t c = cudaGraphAddHostNode(&node, NULL, NULL, 0, NULL);
   // mapped host memory is fine for copies, but no device pointer exists for it
   void *mapped = nullptr, *dmapped = nullptr;
   cudaError_t m = cudaHostAlloc(&mapped, 4096, cudaHostAllocMapped);

@@ -10,6 +10,7 @@
 #   drv_export       C, -lcuda: each entry of the private tables ferry serves
 #   drv_mempool      C, -lcuda: stream-ordered allocation and pools (mempool.sh)
 #   drv_vmm          C, -lcuda: program VMM, an expandable segment as PyTorch grows one
+#   drv_graphs       C, -lcuda: stream capture and CUDA graphs (graphs.sh runs it)
 set(FERRY_DRV_SRC ${CMAKE_SOURCE_DIR}/tests/apps)
 set(FERRY_DRV_STUBS ${CUDA_HOME}/lib64/stubs)
 set(FERRY_DRV_CFLAGS -std=c11 -O2 -Wall -Wextra)
@@ -33,7 +34,7 @@ add_custom_command(
 
 set(FERRY_DRV_DEPS ${FERRY_DRV_SRC}/drv_check.h ${FERRY_DRV_SRC}/cuda_check.h)
 # C programs: the host compiler, cuda.h, the driver stub; nothing of ferry's
-foreach(app drv_tour drv_unsupported drv_export drv_mempool drv_vmm)
+foreach(app drv_tour drv_unsupported drv_export drv_mempool drv_vmm drv_graphs)
   add_custom_command(
     OUTPUT ${FERRY_APP_DIR}/${app}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${FERRY_APP_DIR}
@@ -63,7 +64,8 @@ add_custom_target(ferry_driver_apps ALL
   DEPENDS ${FERRY_DRV_KERNELS}.fatbin ${FERRY_APP_DIR}/drv_tour ${FERRY_APP_DIR}/drv_tour_static
           ${FERRY_APP_DIR}/drv_mixed ${FERRY_APP_DIR}/drv_unsupported ${FERRY_APP_DIR}/drv_export
           ${FERRY_APP_DIR}/drv_mempool
-          ${FERRY_APP_DIR}/drv_vmm)
+          ${FERRY_APP_DIR}/drv_vmm
+          ${FERRY_APP_DIR}/drv_graphs)
 
 set(FERRY_DRIVER_CASES tour tour_static mixed unsupported no_config export_tables
     migrate_tour migrate_tour_static migrate_mixed migrate_tour_helper migrate_mixed_helper

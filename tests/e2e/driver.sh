@@ -98,9 +98,9 @@ unsupported)
   rc=$(run unsupported drv_unsupported)
   toured unsupported "$rc"
   expect_in unsupported.out "cuMemAllocManaged=CUDA_ERROR_NOT_SUPPORTED"
-  expect_in unsupported.out "cuGraphCreate=CUDA_ERROR_NOT_SUPPORTED"
+  expect_in unsupported.out "cuGraphAddHostNode=CUDA_ERROR_NOT_SUPPORTED"
   # one line per call, however often it is called (cuMemAllocManaged: twice)
-  for call in cuMemAllocManaged cuGraphCreate; do
+  for call in cuMemAllocManaged cuGraphAddHostNode; do
     n=$(grep -ci "$call.*not supported" "$work/unsupported.err")
     [ "$n" = 1 ] || fail "expected one line saying $call is not supported, got $n"
   done

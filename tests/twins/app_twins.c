@@ -428,6 +428,22 @@ static void pool_accum(const struct ferry_twin_thread *t, const unsigned char *p
   FOR_BLOCK_THREADS(t, i) if ((int)i < n) acc[i] = acc[i] * 31u + in[i];
 }
 
+/* g_axpb(unsigned *x, int n, unsigned a, unsigned b) of tests/apps/graphs.cu: x[i] = x[i] * a + b */
+static void g_axpb(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *x = ARG(unsigned *, 0);
+  int n = ARG(int, 8);
+  unsigned a = ARG(unsigned, 12), b = ARG(unsigned, 16);
+  FOR_BLOCK_THREADS(t, i) if ((int)i < n) x[i] = x[i] * a + b;
+}
+
+/* g_add(unsigned *dst, const unsigned *src, int n) of tests/apps/graphs.cu: dst[i] += src[i] */
+static void g_add(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *dst = ARG(unsigned *, 0);
+  const unsigned *src = ARG(const unsigned *, 8);
+  int n = ARG(int, 16);
+  FOR_BLOCK_THREADS(t, i) if ((int)i < n) dst[i] += src[i];
+}
+
 const struct ferry_twin ferry_twins[] = {
     {"_Z6vecAddPKfS0_Pfi", vec_add, 0, 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}},
     {"_Z8sum_intoPKiiPy", sum_into, 0, 3, {{0, 8}, {8, 4}, {16, 8}}},
@@ -465,6 +481,8 @@ const struct ferry_twin ferry_twins[] = {
     {"_Z6mx_addPjij", mx_add, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {"_Z9pool_fillPjij", pool_fill, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {"_Z10pool_accumPjPKji", pool_accum, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
+    {"_Z6g_axpbPjijj", g_axpb, 1, 4, {{0, 8}, {8, 4}, {12, 4}, {16, 4}}},
+    {"_Z5g_addPjPKji", g_add, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
     {NULL, NULL, 0, 0, {{0, 0}}},
 };
 

@@ -105,11 +105,14 @@ static void test_served_and_refused(void **state) {
   for (size_t i = 0; i < sizeof must / sizeof *must; i++) {
     if (!served(must[i])) fail_msg("%s is not served", must[i]);
   }
-  assert_false(served("cuGraphCreate"));
+  assert_true(served("cuGraphCreate"));
+  assert_false(served("cuGraphAddHostNode"));
   assert_false(served("cuNoSuchCall"));
-  CUresult (*graph)(CUgraph *, unsigned) = (CUresult(*)(CUgraph *, unsigned))resolve(
-      "cuGraphCreate", 13000, 0, 0, CU_GET_PROC_ADDRESS_SUCCESS);
-  assert_int_equal(graph(NULL, 0), CUDA_ERROR_NOT_SUPPORTED);
+  CUresult (*host_node)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                        const CUDA_HOST_NODE_PARAMS *) =
+      (CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_HOST_NODE_PARAMS *))
+          resolve("cuGraphAddHostNode", 13000, 0, 0, CU_GET_PROC_ADDRESS_SUCCESS);
+  assert_int_equal(host_node(NULL, NULL, NULL, 0, NULL), CUDA_ERROR_NOT_SUPPORTED);
 }
 
 /* every name NVIDIA's runtime resolves at start-up resolves here too, as

@@ -1,0 +1,249 @@
+/* CUDA graphs through ferry's driver API (issue 21), the driver twin of
+ * graphs.cu: a stream capture (32- and 16-bit memsets, kernels, a device to
+ * device copy, a fork onto a second stream and its join) replayed, a graph
+ * built with cuGraphAdd*, its executable graph changed in place
+ * (cuGraphExecKernelNodeSetParams) and from another graph
+ * (cuGraphExecUpdate), and a refused host copy during capture. Integer
+ * arithmetic only: a migrated run must end with the same checksum.
+ * usage: drv_graphs FATBIN [REPLAYS=100]
+ * Prints "graph launches: G", "launches: L", "checksum: <hex>", PASSED.
+ */
+#include <string.h>
+
+#include "drv_check.h"
+
+#define N 4096
+#define SALT 0x1234u
+static int launches, graph_launches;
+static CUfunction mix;
+
+static void model_mix(unsigned *x, unsigned k) {
+  for (unsigned i = 0; i < N; i++) x[i] = x[i] * 1664525u + SALT + k + i;
+}
+
+static CUresult launch_mix(CUstream s, CUdeviceptr *x, unsigned *k) {
+  int n = N;
+  void *args[] = {x, &n, k};
+  return cuLaunchKernel(mix, N / 256, 1, 1, 256, 1, 1, 0, s, args, NULL);
+}
+
+static void graph_launch(CUgraphExec x, CUstream s) {
+  MUST(cuGraphLaunch(x, s));
+  graph_launches++;
+  launches++;
+}
+
+/* x = mix(x, 1); fork: y = x, y = mix(y, 2) | z = 0x0102 (16-bit); join: x[0..N/2) = y */
+static unsigned long long captured(int replays) {
+  CUdeviceptr x, y, z;
+  MUST(cuMemAlloc(&x, N * 4));
+  MUST(cuMemAlloc(&y, N * 4));
+  MUST(cuMemAlloc(&z, N * 4));
+  static unsigned hx[N], hy[N], got[N];
+  static unsigned short hz[2 * N];
+  for (unsigned i = 0; i < N; i++) hx[i] = i * 3u;
+  MUST(cuMemcpyHtoD(x, hx, sizeof hx));
+  CUstream s1, s2;
+  CUevent fork, join;
+  MUST(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+  MUST(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  MUST(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+  MUST(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
+
+  unsigned one = 1, two = 2;
+  CU(cuStreamBeginCapture(s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  CU(cuStreamIsCapturing(s1, &st));
+  EXPECT(st == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CU(cuMemsetD32Async(y, 5u, N, s1));
+  CU(launch_mix(s1, &x, &one));
+  CU(cuEventRecord(fork, s1));
+  CU(cuStreamWaitEvent(s2, fork, 0));
+  CU(cuMemcpyDtoDAsync(y, x, N * 4, s2));
+  CU(launch_mix(s2, &y, &two));
+  CU(cuMemsetD16Async(z, 0x0102, 2 * N, s1));
+  cuuint64_t id = 0;
+  CUgraph during = NULL;
+  const CUgraphNode *deps = NULL;
+  size_t ndeps = 0;
+  CU(cuStreamGetCaptureInfo(s2, &st, &id, &during, &deps, NULL, &ndeps));
+  EXPECT(st == CU_STREAM_CAPTURE_STATUS_ACTIVE && id != 0 && ndeps == 1);
+  CU(cuEventRecord(join, s2));
+  CU(cuStreamWaitEvent(s1, join, 0));
+  CU(cuMemcpyDtoDAsync(x, y, N * 2, s1));
+  CUgraph g = NULL;
+  CU(cuStreamEndCapture(s1, &g));
+  EXPECT(g == during);
+  size_t count = 0;
+  CU(cuGraphGetNodes(g, NULL, &count));
+  EXPECT(count == 6);
+  CUgraphExec exec;
+  MUST(cuGraphInstantiateWithFlags(&exec, g, 0));
+  for (int r = 0; r < replays; r++) {
+    graph_launch(exec, s1);
+    for (unsigned i = 0; i < N; i++) hy[i] = 5;
+    model_mix(hx, 1);
+    memcpy(hy, hx, sizeof hy);
+    model_mix(hy, 2);
+    for (unsigned i = 0; i < 2 * N; i++) hz[i] = 0x0102;
+    memcpy(hx, hy, N * 2);
+  }
+  MUST(cuStreamSynchronize(s1));
+  MUST(cuMemcpyDtoH(got, x, sizeof got));
+  EXPECT(memcmp(got, hx, sizeof hx) == 0);
+  MUST(cuMemcpyDtoH(got, z, sizeof got));
+  EXPECT(memcmp(got, hz, sizeof hz) == 0);
+  unsigned long long h = drv_fnv(drv_fnv(1469598103934665603ull, hx, sizeof hx), hy, sizeof hy);
+  CU(cuGraphExecDestroy(exec));
+  CU(cuGraphDestroy(g));
+  MUST(cuEventDestroy(fork));
+  MUST(cuEventDestroy(join));
+  MUST(cuStreamDestroy(s1));
+  MUST(cuStreamDestroy(s2));
+  MUST(cuMemFree(x));
+  MUST(cuMemFree(y));
+  MUST(cuMemFree(z));
+  return h;
+}
+
+static CUDA_KERNEL_NODE_PARAMS mix_params(void **args, CUdeviceptr *x, int *n, unsigned *k) {
+  CUDA_KERNEL_NODE_PARAMS p;
+  memset(&p, 0, sizeof p);
+  args[0] = x, args[1] = n, args[2] = k;
+  p.func = mix;
+  p.gridDimX = N / 256, p.gridDimY = p.gridDimZ = 1;
+  p.blockDimX = 256, p.blockDimY = p.blockDimZ = 1;
+  p.kernelParams = args;
+  return p;
+}
+
+/* w = 9 (32-bit memset node), then w = mix(w, k) for k = 4, 6 (set in the
+   exec), 8 (cuGraphExecUpdate from a clone) */
+static unsigned long long explicit_api(void) {
+  CUdeviceptr w;
+  MUST(cuMemAlloc(&w, N * 4));
+  CUstream s;
+  MUST(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUcontext ctx;
+  MUST(cuCtxGetCurrent(&ctx));
+  CUgraph g;
+  CU(cuGraphCreate(&g, 0));
+  CUDA_MEMSET_NODE_PARAMS mp;
+  memset(&mp, 0, sizeof mp);
+  mp.dst = w, mp.value = 9, mp.elementSize = 4, mp.width = N, mp.height = 1;
+  CUgraphNode nset, nkern, nempty;
+  CU(cuGraphAddMemsetNode(&nset, g, NULL, 0, &mp, ctx));
+  /* the generic form: an empty node after the memset */
+  CUgraphNodeParams ep;
+  memset(&ep, 0, sizeof ep);
+  ep.type = CU_GRAPH_NODE_TYPE_EMPTY;
+  CU(cuGraphAddNode(&nempty, g, &nset, NULL, 1, &ep));
+  void *args[3];
+  int n = N;
+  unsigned k = 4;
+  CUDA_KERNEL_NODE_PARAMS kp = mix_params(args, &w, &n, &k);
+  CU(cuGraphAddKernelNode(&nkern, g, &nset, 1, &kp));
+  CUgraphNodeType type;
+  CU(cuGraphNodeGetType(nkern, &type));
+  EXPECT(type == CU_GRAPH_NODE_TYPE_KERNEL);
+  CUDA_KERNEL_NODE_PARAMS back;
+  CU(cuGraphKernelNodeGetParams(nkern, &back));
+  EXPECT(back.func == mix && back.gridDimX == N / 256 && *(unsigned *)back.kernelParams[2] == 4);
+  CUgraphExec x;
+  MUST(cuGraphInstantiateWithFlags(&x, g, 0));
+  static unsigned got[N], want[N];
+  unsigned long long h = 0;
+  unsigned ks[3] = {4, 6, 8};
+  for (int r = 0; r < 3; r++) {
+    if (r == 1) {
+      k = 6;
+      kp = mix_params(args, &w, &n, &k);
+      CU(cuGraphExecKernelNodeSetParams(x, nkern, &kp));
+    } else if (r == 2) {
+      CUgraph g2;
+      CUgraphNode k2;
+      CU(cuGraphClone(&g2, g));
+      CU(cuGraphNodeFindInClone(&k2, nkern, g2));
+      k = 8;
+      kp = mix_params(args, &w, &n, &k);
+      CU(cuGraphKernelNodeSetParams(k2, &kp));
+      CUgraphExecUpdateResultInfo info;
+      CU(cuGraphExecUpdate(x, g2, &info));
+      EXPECT(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS);
+      CU(cuGraphDestroy(g2));
+    }
+    graph_launch(x, s);
+    MUST(cuStreamSynchronize(s));
+    MUST(cuMemcpyDtoH(got, w, sizeof got));
+    for (unsigned i = 0; i < N; i++) want[i] = 9;
+    model_mix(want, ks[r]);
+    EXPECT(memcmp(got, want, sizeof got) == 0);
+    h = drv_fnv(h, got, sizeof got);
+  }
+  /* disabled, the kernel node does nothing: w stays 9 */
+  unsigned enabled = 1;
+  CU(cuGraphNodeSetEnabled(x, nkern, 0));
+  CU(cuGraphNodeGetEnabled(x, nkern, &enabled));
+  EXPECT(enabled == 0);
+  graph_launch(x, s);
+  MUST(cuStreamSynchronize(s));
+  MUST(cuMemcpyDtoH(got, w, sizeof got));
+  EXPECT(got[0] == 9 && got[N - 1] == 9);
+  CU(cuGraphExecDestroy(x));
+  CU(cuGraphDestroy(g));
+  MUST(cuStreamDestroy(s));
+  MUST(cuMemFree(w));
+  return h;
+}
+
+/* a host copy during capture is refused, and the capture with it */
+static void refusal(void) {
+  CUstream s;
+  CUdeviceptr d;
+  unsigned host[16] = {0};
+  MUST(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  MUST(cuMemAlloc(&d, sizeof host));
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  CU(cuThreadExchangeStreamCaptureMode(&mode));
+  EXPECT(mode == CU_STREAM_CAPTURE_MODE_GLOBAL);
+  CU(cuThreadExchangeStreamCaptureMode(&mode));
+  CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CU_IS(cuMemcpyHtoDAsync(d, host, sizeof host, s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CUgraph g = NULL;
+  CU_IS(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT(g == NULL);
+  MUST(cuMemFree(d));
+  MUST(cuStreamDestroy(s));
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s FATBIN [REPLAYS=100]\n", argv[0]);
+    return 2;
+  }
+  int replays = argc > 2 ? atoi(argv[2]) : 100;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  CUdevice dev;
+  CUcontext ctx;
+  CUmodule mod;
+  MUST(cuInit(0));
+  MUST(cuDeviceGet(&dev, 0));
+  MUST(cuDevicePrimaryCtxRetain(&ctx, dev));
+  MUST(cuCtxSetCurrent(ctx));
+  MUST(cuModuleLoad(&mod, argv[1]));
+  MUST(cuModuleGetFunction(&mix, mod, "drv_mix"));
+  CUdeviceptr salt;
+  size_t bytes;
+  unsigned sv = SALT;
+  MUST(cuModuleGetGlobal(&salt, &bytes, mod, "drv_salt"));
+  MUST(cuMemcpyHtoD(salt, &sv, sizeof sv));
+  unsigned long long h = captured(replays);
+  h ^= explicit_api() << 1;
+  refusal();
+  printf("graph launches: %d\n", graph_launches);
+  printf("launches: %d\n", launches);
+  printf("checksum: %016llx\n", h);
+  MUST(cuModuleUnload(mod));
+  MUST(cuDevicePrimaryCtxRelease(dev));
+  return drv_summary();
+}

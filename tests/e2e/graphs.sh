@@ -1,0 +1,102 @@
+#!/bin/sh
+# CUDA graphs end to end (issue 21): tests/apps/graphs (runtime API) and
+# tests/apps/drv_graphs (driver API) capture streams and build graphs on
+# the client, which sends each graph once, at instantiation, and each
+# cudaGraphLaunch as ONE graph_launch call (FERRY_STATS counts them); the
+# same programs moved at random launches, into the process and onto a
+# ferry-mhelper, replay their graphs to the checksum of a run that did not
+# move; and graphs_rpath, built with an RPATH to NVIDIA's libcudart.so.13,
+# captures through ferry's libcuda.so.1 alone.
+# usage: graphs.sh BUILD_DIR CASE [NVIDIA_LIB_DIR]
+#   FERRY_MIGRATE_KS="k1 k2 ..." replaces the random launch counts
+set -u
+build=$(cd "$1" && pwd)
+case_name=$2
+nvidia=${3:-/usr/local/cuda/lib64}
+work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-graphs.XXXXXX")
+e2e_name="e2e graphs"
+. "$(dirname "$0")/lib.sh"
+export FERRY_LOCAL_BACKEND=sim FERRY_SIM_KERNELS="$apps/app_twins.so" FERRY_CONTROL_DIR="$work"
+unset FERRY_MIGRATE_AT FERRY_FAULT FERRY_MHELPER
+
+# the program and its arguments for a case's app name
+args() {
+  case $1 in
+  drv_graphs) echo "drv_graphs $apps/drv_kernels.fatbin" ;;
+  *) echo "$1" ;;
+  esac
+}
+
+# graphed LABEL RC: passed; one graph_launch call per cudaGraphLaunch, and
+# no kernel launch call for the kernels the graphs hold
+graphed() {
+  passed "$1" "$2"
+  expect_not_in "$1.out" "^FAIL"
+  g=$(value "$1" "graph launches") l=$(value "$1" launches)
+  [ "$(calls "$1" graph_launch)" = "$g" ] ||
+    fail "$1: ferry made $(calls "$1" graph_launch) graph_launch calls for $g cudaGraphLaunch"
+  [ "$(calls "$1" launch)" = "$((l - g))" ] ||
+    fail "$1: ferry made $(calls "$1" launch) launch calls, the program launched $((l - g)) kernels itself"
+}
+
+# refused LABEL TEXT: TEXT is said in exactly one line
+refused() {
+  n=$(grep -c -- "$2" "$work/$1.err")
+  [ "$n" = 1 ] || fail "$1: '$2' said $n times, want once"
+}
+
+start_sim_server
+export FERRY_DEVICES="tcp://127.0.0.1:$port/0"
+case $case_name in
+runtime | driver | rpath)
+  app=graphs
+  [ "$case_name" = driver ] && app=drv_graphs
+  [ "$case_name" = rpath ] && app=graphs_rpath
+  # shellcheck disable=SC2046
+  rc=$(FERRY_STATS=1 FERRY_CONTROL=off run ref $(args $app))
+  graphed ref "$rc"
+  [ "$(value ref "graph launches")" -ge 100 ] || fail "fewer than 100 graph launches"
+  refused ref "cuMemcpyHtoDAsync (host to device) during stream capture is not supported by ferry; the capture is invalidated"
+  if [ "$case_name" != driver ]; then
+    refused ref "cudaLaunchHostFunc / cuLaunchHostFunc during stream capture is not supported by ferry"
+  fi
+  if [ "$case_name" = rpath ]; then
+    # NVIDIA's runtime, ferry's driver, never ferry's runtime
+    rc=$(export LD_DEBUG=libs; FERRY_CONTROL=off run libs graphs_rpath 5)
+    passed libs "$rc"
+    expect_in libs.err "calling init: $nvidia/libcudart.so.13\$"
+    expect_in libs.err "calling init: $build/lib/libcuda.so.1\$"
+    expect_not_in libs.err "calling init: $build/lib/libcudart.so.13"
+    expect_not_in libs.err "is not supported by ferry; returning"
+  fi
+  ;;
+migrate | migrate_helper | driver_migrate | rpath_migrate)
+  app=graphs
+  case $case_name in
+  driver_*) app=drv_graphs ;;
+  rpath_*) app=graphs_rpath ;;
+  esac
+  [ "$case_name" = migrate_helper ] && export FERRY_MHELPER=always
+  # shellcheck disable=SC2046
+  rc=$(FERRY_STATS=1 FERRY_CONTROL=off run ref $(args $app))
+  graphed ref "$rc"
+  want=$(value ref checksum) launches=$(value ref launches)
+  if [ -n "${FERRY_MIGRATE_KS:-}" ]; then ks=$FERRY_MIGRATE_KS; else
+    # launch 1 comes while a capture is under way (graphs.cu): the capture
+    # lives in the process and goes on after the move
+    r=$(shuf -i 2-"$launches" -n 2 | tr '\n' ' ')
+    ks="1 $((launches / 2)) ${r% }"
+  fi
+  echo "$case_name: $launches launches; migrating at launch $ks (FERRY_MIGRATE_KS=\"$ks\" repeats this)"
+  for k in $ks; do
+    # shellcheck disable=SC2046
+    rc=$(FERRY_STATS=1 FERRY_MIGRATE_AT=0:0:launch=$k run "at$k" $(args $app))
+    graphed "at$k" "$rc"
+    same_checksum "at$k"
+    migrated "at$k"
+    [ "$case_name" != migrate_helper ] || expect_in "at$k.err" "in ferry-mhelper pid"
+  done
+  ;;
+*) fail "unknown case" ;;
+esac
+echo "$e2e_name $case_name: ok"
