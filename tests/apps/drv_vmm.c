@@ -20,7 +20,7 @@
  * then "PASSED" or "FAILED: n"; each refusal as "refused: <what>=<CUresult>".
  * CPU twins of the kernels: tests/twins/app_twins.c.
  */
-#define _GNU_SOURCE /* RTLD_DEFAULT */
+#define _GNU_SOURCE /* RTLD_NOLOAD */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -213,6 +213,10 @@ static void *churn(void *arg) {
 
 /* a reset drops the device's memory; reservations stay, and map again */
 static void reset(CUdevice dev, CUcontext ctx) {
+  /* ferry's behaviour: NVIDIA's driver destroys the context at the reset
+     (CUDA_ERROR_CONTEXT_IS_DESTROYED until it is retained again), not
+     compared on a GPU yet */
+  if (!dlopen("libferry-client.so.0", RTLD_NOLOAD | RTLD_LAZY)) return;
   CUdeviceptr r = 0;
   MUST(cuMemAddressReserve(&r, 2 * gran, 0, 0, 0));
   CUmemGenericAllocationHandle h = create();
@@ -442,7 +446,7 @@ int main(int argc, char **argv) {
   CU(cuMemAddressFree(spare_at, 3 * gran));
   /* ferry's refusals; NVIDIA's driver does what is refused (a run on a GPU
      compares everything else) */
-  if (dlsym(RTLD_DEFAULT, "ferry_driver_front_end"))
+  if (dlopen("libferry-client.so.0", RTLD_NOLOAD | RTLD_LAZY))
     refusals();
   else
     printf("NVIDIA's driver: the refusals of ferry skipped\n");
