@@ -7,7 +7,8 @@
 #   NEW: bin/ and lib/ of the build; CASE: a workload, or workload@variant
 #   (async: PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync; expand:
 #   expandable_segments:True; nocb: XLA command buffers off).
-#   MOVES="25 50 75 back" (default) picks the migrations.
+#   MOVES="25 50 75 back" (default) picks the migrations; MOVES=none, none.
+#   LUPINE_DIR=.gpu/lupine: each case also through Lupine (bench/lupine.md).
 set -u
 new=$(cd "$1" && pwd)
 out=$2
@@ -45,9 +46,15 @@ for c in $cases; do
   env "${envs[@]}" FERRY_DEVICES=$url FERRY_STATS=1 timeout "$T" "$new/bin/ferry" run -- python3 "$w" "$name" \
     >"$out/${tag}_remote.txt" 2>"$out/${tag}_remote.err"
   echo "$c remote rc=$? $(line "$out/${tag}_remote.txt")" >>"$table"
+  if [ -n "${LUPINE_DIR:-}" ]; then
+    env "${envs[@]}" timeout "${LUPINE_TIMEOUT:-90}" "$LUPINE_DIR/run.sh" python3 "$w" "$name" \
+      >"$out/${tag}_lupine.txt" 2>"$out/${tag}_lupine.err"
+    echo "$c lupine rc=$? $(line "$out/${tag}_lupine.txt")" >>"$table"
+  fi
   launches=$(sed -n 's/.*device=0 launches=\([0-9]*\).*/\1/p' "$out/${tag}_remote.err" | tail -n1)
   [ -n "$launches" ] && [ "$launches" -gt 4 ] || continue
   for m in ${MOVES:-25 50 75 back}; do
+    [ "$m" = none ] && continue
     if [ "$m" = back ]; then
       at="0:0:launch=$((launches / 4)),0:$url2:launch=$((launches / 2)),0:0:launch=$((launches * 3 / 4))"
     else

@@ -23,6 +23,22 @@
 
 #include "names.h"
 
+/* DRVLOG_ERRORS=1: every driver function that returns an error is logged
+   (name, result, caller), also those the runtime got from cuGetProcAddress */
+#define MAXPROC 2048
+#define PROC(n) void drvlog_proc_##n(void);
+#include "procs.h"
+#undef PROC
+#define PROC(n) drvlog_proc_##n,
+static void (*const proc_thunks[MAXPROC])(void) = {
+#include "procs.h"
+};
+#undef PROC
+__attribute__((visibility("hidden"))) void *drvlog_proc_real[MAXPROC];
+static const char *proc_name[MAXPROC];
+static int nprocs, errors_on;
+static unsigned err_count[MAXPROC + 1024];
+
 #define NNAMES (sizeof drvlog_names / sizeof *drvlog_names)
 __attribute__((visibility("hidden"))) void *drvlog_real[NNAMES];
 static void *real_lib;
@@ -119,7 +135,41 @@ __attribute__((constructor)) static void drvlog_init(void) {
   real_export = (CUresult(*)(const void **, const CUuuid *))dlsym(real_lib, "cuGetExportTable");
   real_proc_v2 = dlsym(real_lib, "cuGetProcAddress_v2");
   real_proc = dlsym(real_lib, "cuGetProcAddress");
+  errors_on = getenv("DRVLOG_ERRORS") != NULL;
   fprintf(logf_, "drvlog: forwarding to %s\n", path ? path : "the system driver");
+}
+
+static void report(const char *name, unsigned *count, int rc, void *ra, const uint64_t *args) {
+  if (!errors_on || __atomic_fetch_add(count, 1, __ATOMIC_RELAXED) >= 20) return;
+  char w[128];
+  pthread_mutex_lock(&lock);
+  fprintf(logf_, "error %s(%#lx, %#lx, %#lx, %#lx) = %d from %s\n", name, (unsigned long)args[0],
+          (unsigned long)args[1], (unsigned long)args[2], (unsigned long)args[3], rc,
+          who(ra, w, sizeof w));
+  fflush(logf_);
+  pthread_mutex_unlock(&lock);
+}
+__attribute__((visibility("hidden"))) void drvlog_error(int i, int rc, void *ra, const uint64_t *args) {
+  report(drvlog_names[i], &err_count[MAXPROC + (i < 1024 ? i : 1023)], rc, ra, args);
+}
+__attribute__((visibility("hidden"))) void drvlog_proc_error(int k, int rc, void *ra, const uint64_t *args) {
+  report(proc_name[k], &err_count[k], rc, ra, args);
+}
+
+/* the function cuGetProcAddress found, wrapped so that its errors are logged */
+static void *wrap_proc(const char *sym, void *fn) {
+  if (!errors_on || !fn) return fn;
+  pthread_mutex_lock(&lock);
+  int k;
+  for (k = 0; k < nprocs && drvlog_proc_real[k] != fn; k++) {
+  }
+  if (k == nprocs && nprocs < MAXPROC) {
+    drvlog_proc_real[k] = fn;
+    proc_name[k] = strdup(sym);
+    nprocs++;
+  }
+  pthread_mutex_unlock(&lock);
+  return k < nprocs ? (void *)proc_thunks[k] : fn;
 }
 
 static const char *const known[] = {
@@ -192,6 +242,8 @@ CUresult cuGetProcAddress(const char *sym, void **fn, int ver, cuuint64_t flags)
 CUresult cuGetProcAddress_v2(const char *sym, void **fn, int ver, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *st) {
   CUresult rc = real_proc_v2(sym, fn, ver, flags, st);
+  if (rc == CUDA_SUCCESS && sym && strcmp(sym, "cuGetExportTable") && strcmp(sym, "cuGetProcAddress"))
+    *fn = wrap_proc(sym, *fn);
   if (rc == CUDA_SUCCESS && sym && !strcmp(sym, "cuGetExportTable")) *fn = (void *)cuGetExportTable;
   /* the runtime asks for cuGetProcAddress itself and uses what it gets */
   if (rc == CUDA_SUCCESS && sym && !strcmp(sym, "cuGetProcAddress"))
@@ -200,6 +252,8 @@ CUresult cuGetProcAddress_v2(const char *sym, void **fn, int ver, cuuint64_t fla
 }
 CUresult cuGetProcAddress(const char *sym, void **fn, int ver, cuuint64_t flags) {
   CUresult rc = real_proc(sym, fn, ver, flags);
+  if (rc == CUDA_SUCCESS && sym && strcmp(sym, "cuGetExportTable") && strcmp(sym, "cuGetProcAddress"))
+    *fn = wrap_proc(sym, *fn);
   if (rc == CUDA_SUCCESS && sym && !strcmp(sym, "cuGetExportTable")) *fn = (void *)cuGetExportTable;
   if (rc == CUDA_SUCCESS && sym && !strcmp(sym, "cuGetProcAddress"))
     *fn = *fn == (void *)real_proc ? (void *)cuGetProcAddress : (void *)cuGetProcAddress_v2;
