@@ -251,6 +251,8 @@ static int copy_between(void *dst, const void *src, size_t count) {
   return rc;
 }
 
+static int pinned_not_device(const void *p) { return !ferry_vgpu_of(p) && ferry_host_pinned(p); }
+
 /* async: 0 synchronous cudaMemcpy; 1 cudaMemcpyAsync */
 static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                 cudaStream_t stream, int per_thread, int async) {
@@ -260,6 +262,17 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
   if (!dst || !src) return cudaErrorInvalidValue;
   if ((unsigned)kind > cudaMemcpyDefault) return cudaErrorInvalidMemcpyDirection;
   kind = resolve_kind(dst, src, kind);
+  /* Pinned host memory named as a copy's device side: under unified
+     addressing CUDA copies it as host memory (XLA reads its results so).
+     Its bytes may still be owed by a deferred copy into it: the stream's
+     earlier work lands first. */
+  int settle = 0;
+  if ((kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice) && pinned_not_device(src))
+    kind = kind == cudaMemcpyDeviceToHost ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice, settle = 1;
+  if ((kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice) && pinned_not_device(dst))
+    kind = kind == cudaMemcpyHostToDevice ? cudaMemcpyHostToHost : cudaMemcpyDeviceToHost, settle = 1;
+  if (settle && (rc = (int)(per_thread ? cudaStreamSynchronize_ptsz(stream) : cudaStreamSynchronize(stream))))
+    return rc;
   GLOBALS_NOW(kind, dst, src);
   struct ferry_vgpu *dv = NULL, *sv = NULL;
   uint32_t sid = 0;

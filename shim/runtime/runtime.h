@@ -106,6 +106,7 @@ void ferry_mempool_event_forget(struct ferry_vgpu *v, uint32_t event);
 void ferry_mempool_stream_forget(struct ferry_vgpu *v, uint32_t sid);
 void ferry_mempool_reset(struct ferry_vgpu *v);
 /* declared by cuda_runtime_api.h only under --default-stream per-thread */
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s);
 cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t pool,
                                          cudaStream_t stream);
 
