@@ -444,7 +444,8 @@ CUresult cuFuncSetAttribute(CUfunction h, CUfunction_attribute attr, int value) 
   struct ferry_kernel *rt;
   CUresult rc = resolve_fn(h, &v, &fn, &rt);
   a.func = fn.id;
-  if (!rc) rc = FERRY_CU_RT(ferry_call(v, FERRY_CALL_func_set_attribute, &a, NULL, NULL));
+  if (!rc && !ferry_func_attr_unchanged(v, a.func, a.attr, value))
+    rc = FERRY_CU_RT(ferry_call(v, FERRY_CALL_func_set_attribute, &a, NULL, NULL));
   if (!rc && fn.max_dynamic_smem && attr == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
     *fn.max_dynamic_smem = value;
   return rc;

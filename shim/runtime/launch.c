@@ -300,11 +300,27 @@ cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *f
   return cudaSuccess;
 }
 
+/* Setting an attribute to the value it has costs no call: cuDNN and flash
+   attention set a kernel's dynamic shared memory before each launch, and
+   each forwarded set is a round trip that also drops the query cache
+   (INVALIDATES), so the next attribute query is one more. The settable
+   attributes have the same numbers in both APIs and index the answer. */
+int ferry_func_attr_unchanged(struct ferry_vgpu *v, uint32_t func, uint32_t attr, int value) {
+  struct ferry_func_get_attributes_args a = {func};
+  struct ferry_func_get_attributes_rets r;
+  if (ferry_call(v, FERRY_CALL_func_get_attributes, &a, &r, NULL)) return 0;
+  int32_t x;
+  if ((uint64_t)(attr + 1) * 4 > r.attrs.len) return 0;
+  memcpy(&x, (const char *)r.attrs.ptr + (size_t)attr * 4, 4);
+  return x == value;
+}
+
 cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value) {
   struct ferry_vgpu *v;
   struct ferry_func_set_attribute_args a = {.attr = (uint32_t)attr, .value = value};
   int rc = current_func(func, &v, &a.func);
-  if (!rc) rc = ferry_call(v, FERRY_CALL_func_set_attribute, &a, NULL, NULL);
+  if (!rc && !ferry_func_attr_unchanged(v, a.func, a.attr, value))
+    rc = ferry_call(v, FERRY_CALL_func_set_attribute, &a, NULL, NULL);
   return ferry_ret(rc);
 }
 

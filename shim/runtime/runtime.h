@@ -48,6 +48,8 @@ int ferry_launch_attrs(const void *attrs, unsigned num, CUlaunchAttribute *out, 
 int ferry_occupancy_clusters(struct ferry_vgpu *v, uint32_t func, dim3 grid, dim3 block,
                              size_t smem, const void *attrs, unsigned nattrs, int *clusters);
 /* CUDA's checks of a launch configuration against v's limits */
+/* 1 when func's attribute attr already has value (a set would change nothing) */
+int ferry_func_attr_unchanged(struct ferry_vgpu *v, uint32_t func, uint32_t attr, int value);
 int ferry_launch_check(const struct ferry_vgpu *v, dim3 grid, dim3 block);
 /* a fresh module id (fat binaries and driver modules share one space) */
 uint32_t ferry_module_id_new(void);

@@ -349,6 +349,11 @@ static void test_kernels() {
   OK(cudaFuncGetAttributes(&fa, (const void *)scale));
   EXPECT(fa.maxThreadsPerBlock > 0);
   OK(cudaFuncSetAttribute((const void *)scale, cudaFuncAttributeMaxDynamicSharedMemorySize, 1024));
+  /* as cuDNN does before each launch: the same value again (ferry: no call) */
+  for (int i = 0; i < 10; i++)
+    OK(cudaFuncSetAttribute((const void *)scale, cudaFuncAttributeMaxDynamicSharedMemorySize, 1024));
+  OK(cudaFuncGetAttributes(&fa, (const void *)scale));
+  EXPECT(fa.maxDynamicSharedSizeBytes == 1024);
   OK(cudaFuncSetCacheConfig((const void *)scale, cudaFuncCachePreferL1));
   int blocks = 0;
   OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, (const void *)scale, 256, 0));

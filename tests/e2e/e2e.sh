@@ -66,10 +66,13 @@ deferred_refused)
 api_tour)
   start_sim_server
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
-  rc=$(run api_tour api_tour)
+  rc=$(FERRY_STATS=1 run api_tour api_tour)
   [ "$rc" = 0 ] || fail "api_tour exited $rc"
   expect_in api_tour.out " 0 failed"
   expect_in api_tour.out "hello from the GPU, tag 42"
+  # eleven sets of one value: one forwarded (what cuDNN does before each launch)
+  n=$(calls api_tour func_set_attribute)
+  [ "$n" = 1 ] || fail "expected 1 func_set_attribute call for 11 identical sets, got $n"
   ;;
 unsupported)
   start_sim_server
