@@ -169,12 +169,26 @@ static int device_side(const void *p, uint64_t count, struct ferry_vgpu **v) {
   *v = ferry_vgpu_of(p);
   if (!*v) {
     *v = ferry_current(&err);
-    return *v ? 0 : err;
+    if (!*v) return err;
+    /* pinned host memory as a device pointer (zero-copy, unified
+       addressing): a remote GPU cannot reach this machine's memory; a GPU
+       in this process can (the memory is registered with its driver) */
+    if (ferry_host_pinned(p) && !ferry_is_local(*v)) {
+      static int said;
+      if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        ferry_log("device access to pinned host memory (%p, zero-copy) is not supported by ferry on "
+                  "a remote GPU; returning cudaErrorNotSupported", p);
+      return cudaErrorNotSupported;
+    }
+    return 0; /* a module variable's address */
   }
   if (ferry_dead(*v)) return cudaErrorDevicesUnavailable;
   pthread_mutex_lock(&(*v)->arena_lock);
   int ok = ferry_arena_covers(&(*v)->arena, (uint64_t)(uintptr_t)p, count);
   pthread_mutex_unlock(&(*v)->arena_lock);
+  if (!ok && count)
+    ferry_debug("%p + %llu bytes is not inside one live allocation of device %d", p,
+                (unsigned long long)count, (*v)->index);
   return ok || count == 0 ? 0 : cudaErrorInvalidValue;
 }
 
@@ -271,8 +285,10 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
     kind = kind == cudaMemcpyDeviceToHost ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice, settle = 1;
   if ((kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice) && pinned_not_device(dst))
     kind = kind == cudaMemcpyHostToDevice ? cudaMemcpyHostToHost : cudaMemcpyDeviceToHost, settle = 1;
-  if (settle && (rc = (int)(per_thread ? cudaStreamSynchronize_ptsz(stream) : cudaStreamSynchronize(stream))))
+  if (settle && (rc = (int)(per_thread ? cudaStreamSynchronize_ptsz(stream) : cudaStreamSynchronize(stream)))) {
+    ferry_debug("copy of %zu bytes %p -> %p: the stream's synchronization failed (%d)", count, src, dst, rc);
     return rc;
+  }
   GLOBALS_NOW(kind, dst, src);
   struct ferry_vgpu *dv = NULL, *sv = NULL;
   uint32_t sid = 0;

@@ -84,7 +84,15 @@ int main() {
   cudaGetLastError();
   printf("programmatic_event=%s again=%s unknown_attribute=%s no_config=%s\n", cudaGetErrorName(pev),
          cudaGetErrorName(pev_again), cudaGetErrorName(unknown_attr), cudaGetErrorName(no_config));
-  int ok = fork_ok && past_end == cudaErrorInvalidValue && stale == cudaErrorInvalidResourceHandle &&
+  // pinned host memory as device memory (zero-copy, as XLA's autotuner
+  // does): a remote GPU cannot reach it, so a memset there is refused
+  int *pinned = nullptr;
+  cudaHostAlloc((void **)&pinned, 64, cudaHostAllocMapped);
+  cudaError_t zero_copy = cudaMemset(pinned, 0, 64);
+  cudaGetLastError();
+  cudaFreeHost(pinned);
+  printf("zero_copy_memset=%s\n", cudaGetErrorName(zero_copy));
+  int ok = zero_copy == cudaErrorNotSupported && fork_ok && past_end == cudaErrorInvalidValue && stale == cudaErrorInvalidResourceHandle &&
            pev == cudaErrorNotSupported && pev_again == cudaErrorNotSupported &&
            unknown_attr == cudaErrorNotSupported && no_config == cudaErrorInvalidValue &&
            a == cudaErrorNotSupported && b == cudaErrorNotSupported &&

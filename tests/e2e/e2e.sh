@@ -91,6 +91,8 @@ unsupported)
     "$work/unsupported.err")
   [ "$n" = 1 ] || fail "expected one warning for cudaLaunchAttributeProgrammaticEvent, got $n"
   expect_in unsupported.err "launch attribute id 99 is not supported"
+  expect_in unsupported.out "zero_copy_memset=cudaErrorNotSupported"
+  expect_in unsupported.err "device access to pinned host memory (0x[0-9a-f]*, zero-copy) is not supported by ferry"
   ;;
 rcuda)
   start_sim_server
