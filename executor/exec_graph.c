@@ -194,26 +194,27 @@ int ferry_x_graph_instantiate(struct ferry_exec *ex, const struct ferry_graph_in
   return EXEC_OK;
 }
 
+/* a launch or an upload: the same two handles, then the driver's call */
+static int on_exec_stream(struct ferry_exec *ex, uint32_t exec, uint32_t stream,
+                          CUresult (*op)(CUgraphExec, CUstream)) {
+  CUgraphExec ge = NULL;
+  CUstream s = NULL;
+  int rc = live_exec(ex, exec, &ge);
+  if (!rc)
+    rc = exec_stream(ex, stream, &s);
+  return rc ? rc : CU(op(ge, s));
+}
+
 int ferry_x_graph_launch(struct ferry_exec *ex, const struct ferry_graph_launch_args *a,
                          struct ferry_graph_launch_rets *r, struct ferry_io *io) {
   (void)r, (void)io;
-  CUgraphExec ge = NULL;
-  CUstream s = NULL;
-  int rc = live_exec(ex, a->exec, &ge);
-  if (!rc)
-    rc = exec_stream(ex, a->stream, &s);
-  return rc ? rc : CU(ex->d->GraphLaunch(ge, s));
+  return on_exec_stream(ex, a->exec, a->stream, ex->d->GraphLaunch);
 }
 
 int ferry_x_graph_upload(struct ferry_exec *ex, const struct ferry_graph_upload_args *a,
                          struct ferry_graph_upload_rets *r, struct ferry_io *io) {
   (void)r, (void)io;
-  CUgraphExec ge = NULL;
-  CUstream s = NULL;
-  int rc = live_exec(ex, a->exec, &ge);
-  if (!rc)
-    rc = exec_stream(ex, a->stream, &s);
-  return rc ? rc : CU(ex->d->GraphUpload(ge, s));
+  return on_exec_stream(ex, a->exec, a->stream, ex->d->GraphUpload);
 }
 
 int ferry_x_graph_exec_destroy(struct ferry_exec *ex, const struct ferry_graph_exec_destroy_args *a,

@@ -52,6 +52,28 @@ static inline void drv_check_call(CUresult got, CUresult want, const char *file,
     }                                                                                 \
   } while (0)
 
+/* a whole file (a fat binary, cubin or PTX), NUL-terminated; exits 2 when it
+   cannot be read */
+static inline void *drv_read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    printf("FAIL cannot open %s\n", path);
+    exit(2);
+  }
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = (char *)malloc((size_t)n + 1);
+  if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+    printf("FAIL cannot read %s\n", path);
+    exit(2);
+  }
+  buf[n] = 0; /* PTX is text: cuModuleLoadData wants it NUL-terminated */
+  fclose(f);
+  *len = (size_t)n;
+  return buf;
+}
+
 static inline int drv_summary(void) {
   if (drv_failures) {
     printf("FAILED: %d of %d checks\n", drv_failures, drv_checks);

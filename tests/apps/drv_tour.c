@@ -43,26 +43,6 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsi
   return r;
 }
 
-static void *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    printf("FAIL cannot open %s\n", path);
-    exit(2);
-  }
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = (char *)malloc((size_t)n + 1);
-  if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    printf("FAIL cannot read %s\n", path);
-    exit(2);
-  }
-  buf[n] = 0; /* PTX is text: cuModuleLoadData wants it NUL-terminated */
-  fclose(f);
-  *len = (size_t)n;
-  return buf;
-}
-
 /* ---- devices and contexts ---- */
 static CUdevice test_device(CUcontext *primary) {
   int version = 0, count = 0, major = 0, minor = 0, sms = 0;
@@ -142,10 +122,10 @@ static CUdevice test_device(CUcontext *primary) {
 static void test_modules(const char *fatbin, const char *cubin, const char *ptx) {
   MUST(cuModuleLoad(&mod_fat, fatbin));
   size_t len;
-  void *image = read_file(cubin, &len);
+  void *image = drv_read_file(cubin, &len);
   CU(cuModuleLoadData(&mod_cubin, image));
   free(image);
-  image = read_file(ptx, &len);
+  image = drv_read_file(ptx, &len);
   CU(cuModuleLoadData(&mod_ptx, image));
   free(image);
   EXPECT(mod_fat && mod_cubin && mod_ptx && mod_fat != mod_cubin && mod_cubin != mod_ptx);

@@ -42,25 +42,6 @@ static CUfunction f_mix, f_fold;
 static size_t gran;
 static CUmemAllocationProp prop;
 
-static void *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    printf("FAIL cannot open %s\n", path);
-    exit(2);
-  }
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = (char *)malloc((size_t)n + 1);
-  if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    printf("FAIL cannot read %s\n", path);
-    exit(2);
-  }
-  fclose(f);
-  *len = (size_t)n;
-  return buf;
-}
-
 /* x[i] = x[i] * 1664525 + SALT + k + i on the device, and on the host model */
 static void mix(CUdeviceptr x, unsigned *model, int n, unsigned k) {
   void *params[] = {&x, &n, &k};
@@ -319,7 +300,7 @@ int main(int argc, char **argv) {
   MUST(cuCtxSetCurrent(ctx));
   main_ctx = ctx;
   size_t len;
-  void *image = read_file(argv[1], &len);
+  void *image = drv_read_file(argv[1], &len);
   CUmodule mod;
   MUST(cuModuleLoadData(&mod, image));
   MUST(cuModuleGetFunction(&f_mix, mod, "drv_mix"));
