@@ -178,6 +178,13 @@ static int send_exec(struct ferry_gexec *x) {
     if (x->vgpu >= 0) x->epoch = __atomic_load_n(&resets[x->vgpu], __ATOMIC_ACQUIRE);
   }
   if (!rc && !exec_live(x)) rc = cudaErrorInvalidResourceHandle;
+  /* the whole graph travels in one message */
+  if (!rc && e.b.len > FERRY_MAX_BODY - 4096) {
+    ferry_log("cudaGraphInstantiate of a graph of %u nodes (%zu bytes of nodes, more than one "
+              "message's %u) is not supported by ferry; returning cudaErrorNotSupported",
+              e.b.nnodes, e.b.len, FERRY_MAX_BODY - 4096);
+    rc = cudaErrorNotSupported;
+  }
   if (!rc) {
     struct ferry_vgpu *v = &ferry.vgpus[x->vgpu];
     struct ferry_graph_instantiate_args a = {
