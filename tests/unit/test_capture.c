@@ -388,11 +388,36 @@ static void test_reset(void **state) {
   assert_int_equal(cudaGraphDestroy(g), cudaSuccess);
 }
 
+/* a graph whose nodes exceed one message is refused at instantiation, and
+   nothing is sent; a smaller one of the same kind goes */
+static void test_too_big(void **state) {
+  (void)state;
+  cudaGraph_t g;
+  cudaGraphExec_t x;
+  for (int n = 1000, pass = 0; pass < 2; n = 40000, pass++) {
+    assert_int_equal(cudaStreamBeginCapture(S(1), cudaStreamCaptureModeGlobal), cudaSuccess);
+    for (int i = 0; i < n; i++) assert_int_equal(kernel(S(1), (unsigned)i), 0);
+    assert_int_equal(cudaStreamEndCapture(S(1), &g), cudaSuccess);
+    int sent_before = instantiates_sent;
+    cudaError_t rc = cudaGraphInstantiate(&x, g, 0);
+    if (pass == 0) {
+      assert_int_equal(rc, cudaSuccess);
+      assert_int_equal(instantiates_sent, sent_before + 1);
+      assert_int_equal(cudaGraphExecDestroy(x), cudaSuccess);
+    } else {
+      assert_int_equal(rc, cudaErrorNotSupported);
+      assert_int_equal(instantiates_sent, sent_before);
+    }
+    assert_int_equal(cudaGraphDestroy(g), cudaSuccess);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fork_join), cmocka_unit_test(test_unjoined),
       cmocka_unit_test(test_refusals),  cmocka_unit_test(test_modes),
       cmocka_unit_test(test_explicit),  cmocka_unit_test(test_reset),
+      cmocka_unit_test(test_too_big),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
