@@ -145,7 +145,19 @@
   X(GraphLaunch, "cuGraphLaunch", (CUgraphExec exec, CUstream stream))                        \
   X(GraphUpload, "cuGraphUpload", (CUgraphExec exec, CUstream stream))                        \
   X(GraphExecDestroy, "cuGraphExecDestroy", (CUgraphExec exec))                               \
-  X(GraphDestroy, "cuGraphDestroy", (CUgraph graph))
+  X(GraphDestroy, "cuGraphDestroy", (CUgraph graph))                                        \
+  X(TensorMapEncodeTiled, "cuTensorMapEncodeTiled",                                           \
+    (CUtensorMap * map, CUtensorMapDataType dtype, cuuint32_t rank, void *addr,               \
+     const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box,                \
+     const cuuint32_t *estrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,  \
+     CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob))                                 \
+  X(TensorMapEncodeIm2col, "cuTensorMapEncodeIm2col",                                         \
+    (CUtensorMap * map, CUtensorMapDataType dtype, cuuint32_t rank, void *addr,               \
+     const cuuint64_t *dims, const cuuint64_t *strides, const int *lower, const int *upper,   \
+     cuuint32_t channels, cuuint32_t pixels, const cuuint32_t *estrides,                      \
+     CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,  \
+     CUtensorMapFloatOOBfill oob))                                                            \
+  X(TensorMapReplaceAddress, "cuTensorMapReplaceAddress", (CUtensorMap * map, void *addr))
 
 struct ferry_driver {
   const char *name; /* "cuda" or "sim" */

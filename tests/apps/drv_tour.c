@@ -533,6 +533,39 @@ static void test_streams(int n) {
 typedef CUresult (*mem_alloc_fn)(CUdeviceptr *, size_t);
 typedef CUresult (*mem_free_fn)(CUdeviceptr);
 
+/* TMA descriptors: encoded by the vGPU's driver, the same bytes for the
+   same arguments, the address replaced in place; the driver's checks */
+static void test_tensor_maps(void) {
+  CUdeviceptr base;
+  MUST(cuMemAlloc(&base, 1 << 20));
+  cuuint64_t dims[2] = {256, 256}, strides[1] = {256 * sizeof(float)};
+  cuuint32_t box[2] = {64, 64}, es[2] = {1, 1};
+  CUtensorMap m1, m2, m3;
+  memset(&m1, 0x55, sizeof m1);
+  CU(cuTensorMapEncodeTiled(&m1, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)base, dims, strides, box,
+                            es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                            CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  CU(cuTensorMapEncodeTiled(&m2, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)base, dims, strides, box,
+                            es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                            CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  EXPECT(memcmp(&m1, &m2, sizeof m1) == 0);
+  m3 = m1;
+  CU(cuTensorMapReplaceAddress(&m3, (void *)(base + 4096)));
+  EXPECT(memcmp(&m1, &m3, sizeof m1) != 0);
+  CU(cuTensorMapReplaceAddress(&m3, (void *)base));
+  EXPECT(memcmp(&m1, &m3, sizeof m1) == 0);
+  CU_IS(cuTensorMapEncodeTiled(&m2, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)(base + 4), dims,
+                               strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                               CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+        CUDA_ERROR_INVALID_VALUE);
+  CU_IS(cuTensorMapEncodeTiled(&m2, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 0, (void *)base, dims, strides,
+                               box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                               CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+        CUDA_ERROR_INVALID_VALUE);
+  MUST(cuMemFree(base));
+}
+
 static void test_proc_and_errors(void) {
   void *fn = NULL;
   CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
@@ -715,6 +748,7 @@ int main(int argc, char **argv) {
   test_memory(n);
   test_launches(n);
   test_streams(n);
+  test_tensor_maps();
   test_proc_and_errors();
   printf("tour launches: %d\n", launches);
 
