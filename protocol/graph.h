@@ -37,6 +37,15 @@ enum ferry_gnode_type {
 };
 #define FERRY_GNODE_TYPES 6u
 
+/* named, so that the client's graph nodes hold the same values as they go out */
+struct ferry_gnode_memset {
+  uint64_t dst, pitch, width, height; /* width in elements, pitch in bytes */
+  uint32_t value, elem;               /* elem 1, 2 or 4 */
+};
+struct ferry_gnode_memcpy {
+  uint64_t dst, dpitch, src, spitch, width, height; /* device to device, width in bytes; 1D: height 1 */
+};
+
 struct ferry_gnode {
   uint32_t type;
   uint32_t ndeps;
@@ -49,13 +58,8 @@ struct ferry_gnode {
       const void *attrs; /* as the `launch` call's attrs blob */
       uint32_t attrs_len;
     } kernel;
-    struct {
-      uint64_t dst, pitch, width, height; /* width in elements, pitch in bytes */
-      uint32_t value, elem;               /* elem 1, 2 or 4 */
-    } memset;
-    struct {
-      uint64_t dst, dpitch, src, spitch, width, height; /* device to device, width in bytes; 1D: height 1 */
-    } memcpy;
+    struct ferry_gnode_memset memset;
+    struct ferry_gnode_memcpy memcpy;
     struct {
       uint32_t event; /* the client's event id, as in event_record */
     } event;

@@ -675,12 +675,7 @@ int ferry_capture_memset(struct ferry_vgpu *v, uint32_t stream, uint64_t dst, ui
                          uint32_t value, uint32_t elem, uint64_t width, uint64_t height) {
   if (!capture_wanted(v, stream)) return 0;
   struct ferry_gop op = {.type = cudaGraphNodeTypeMemset, .vgpu = v->index};
-  op.u.memset.dst = dst;
-  op.u.memset.pitch = pitch;
-  op.u.memset.value = value;
-  op.u.memset.elem = elem;
-  op.u.memset.width = width;
-  op.u.memset.height = height;
+  op.u.memset = (struct ferry_gnode_memset){dst, pitch, width, height, value, elem};
   return ferry_capture_op(v, stream, &op);
 }
 
@@ -688,11 +683,6 @@ int ferry_capture_copy(struct ferry_vgpu *v, uint32_t stream, uint64_t dst, uint
                        uint64_t src, uint64_t spitch, uint64_t width, uint64_t height) {
   if (!capture_wanted(v, stream)) return 0;
   struct ferry_gop op = {.type = cudaGraphNodeTypeMemcpy, .vgpu = v->index};
-  op.u.memcpy.dst = dst;
-  op.u.memcpy.dpitch = dpitch;
-  op.u.memcpy.src = src;
-  op.u.memcpy.spitch = spitch;
-  op.u.memcpy.width = width;
-  op.u.memcpy.height = height;
+  op.u.memcpy = (struct ferry_gnode_memcpy){dst, dpitch, src, spitch, width, height};
   return ferry_capture_op(v, stream, &op);
 }

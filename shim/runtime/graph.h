@@ -10,6 +10,7 @@
 
 #include <cuda.h>
 
+#include "protocol/graph.h"
 #include "shim/runtime/runtime.h"
 
 #define FERRY_GRAPH_OBJ_MAGIC 0x47726146u /* "FarG" */
@@ -34,13 +35,8 @@ struct ferry_gop {
       uint32_t params_len, attrs_len;
       void **argv; /* pointers into params, for GetParams (built on demand) */
     } kernel;
-    struct {
-      uint64_t dst, pitch, width, height; /* width in elements */
-      uint32_t value, elem;
-    } memset;
-    struct {
-      uint64_t dst, dpitch, src, spitch, width, height; /* device to device */
-    } memcpy;
+    struct ferry_gnode_memset memset; /* as it goes out */
+    struct ferry_gnode_memcpy memcpy; /* device to device */
     struct {
       void *handle; /* the cudaEvent_t */
       uint32_t id;

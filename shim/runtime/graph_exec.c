@@ -66,21 +66,11 @@ static int emit_node(struct emit *e, const struct ferry_gnode_obj *n, const uint
     break;
   case cudaGraphNodeTypeMemset:
     gn.type = FERRY_GNODE_MEMSET;
-    gn.u.memset.dst = op->u.memset.dst;
-    gn.u.memset.pitch = op->u.memset.pitch;
-    gn.u.memset.width = op->u.memset.width;
-    gn.u.memset.height = op->u.memset.height;
-    gn.u.memset.value = op->u.memset.value;
-    gn.u.memset.elem = op->u.memset.elem;
+    gn.u.memset = op->u.memset;
     break;
   case cudaGraphNodeTypeMemcpy:
     gn.type = FERRY_GNODE_MEMCPY;
-    gn.u.memcpy.dst = op->u.memcpy.dst;
-    gn.u.memcpy.dpitch = op->u.memcpy.dpitch;
-    gn.u.memcpy.src = op->u.memcpy.src;
-    gn.u.memcpy.spitch = op->u.memcpy.spitch;
-    gn.u.memcpy.width = op->u.memcpy.width;
-    gn.u.memcpy.height = op->u.memcpy.height;
+    gn.u.memcpy = op->u.memcpy;
     break;
   case cudaGraphNodeTypeEventRecord:
   case cudaGraphNodeTypeWaitEvent:
