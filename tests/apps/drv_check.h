@@ -74,6 +74,24 @@ static inline void *drv_read_file(const char *path, size_t *len) {
   return buf;
 }
 
+/* device 0's primary context, current */
+static inline CUcontext drv_primary(CUdevice *dev) {
+  CUcontext ctx;
+  MUST(cuInit(0));
+  MUST(cuDeviceGet(dev, 0));
+  MUST(cuDevicePrimaryCtxRetain(&ctx, *dev));
+  MUST(cuCtxSetCurrent(ctx));
+  return ctx;
+}
+
+/* drv_kernels.cu's drv_salt, which drv_mix adds, set to value */
+static inline void drv_set_salt(CUmodule mod, unsigned value) {
+  CUdeviceptr at;
+  size_t size;
+  MUST(cuModuleGetGlobal(&at, &size, mod, "drv_salt"));
+  MUST(cuMemcpyHtoD(at, &value, sizeof value));
+}
+
 static inline int drv_summary(void) {
   if (drv_failures) {
     printf("FAILED: %d of %d checks\n", drv_failures, drv_checks);

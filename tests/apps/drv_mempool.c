@@ -55,20 +55,12 @@ int main(int argc, char **argv) {
   n = argc > 3 ? atoi(argv[3]) : 65536;
   size_t bytes = (size_t)n * sizeof(unsigned);
   CUdevice dev;
-  CUcontext ctx;
   CUmodule mod;
-  MUST(cuInit(0));
-  MUST(cuDeviceGet(&dev, 0));
-  MUST(cuDevicePrimaryCtxRetain(&ctx, dev));
-  MUST(cuCtxSetCurrent(ctx));
+  drv_primary(&dev);
   MUST(cuModuleLoad(&mod, argv[1]));
   MUST(cuModuleGetFunction(&f_mix, mod, "drv_mix"));
   MUST(cuModuleGetFunction(&f_fold, mod, "_Z8drv_foldPjPKji"));
-  CUdeviceptr salt;
-  size_t salt_size;
-  unsigned salt_value = SALT;
-  MUST(cuModuleGetGlobal(&salt, &salt_size, mod, "drv_salt"));
-  MUST(cuMemcpyHtoD(salt, &salt_value, sizeof salt_value));
+  drv_set_salt(mod, SALT);
 
   CUmemoryPool pool, current;
   CU(cuDeviceGetDefaultMemPool(&pool, dev));

@@ -14,11 +14,7 @@
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   CUdevice dev;
-  CUcontext ctx;
-  MUST(cuInit(0));
-  MUST(cuDeviceGet(&dev, 0));
-  MUST(cuDevicePrimaryCtxRetain(&ctx, dev));
-  MUST(cuCtxSetCurrent(ctx));
+  drv_primary(&dev);
 
   /* managed memory, twice: the second refusal says nothing new */
   CUdeviceptr m = 0;

@@ -293,11 +293,7 @@ int main(int argc, char **argv) {
   }
   int rounds = argc > 2 ? atoi(argv[2]) : 12;
   CUdevice dev;
-  CUcontext ctx;
-  MUST(cuInit(0));
-  MUST(cuDeviceGet(&dev, 0));
-  MUST(cuDevicePrimaryCtxRetain(&ctx, dev));
-  MUST(cuCtxSetCurrent(ctx));
+  CUcontext ctx = drv_primary(&dev);
   main_ctx = ctx;
   size_t len;
   void *image = drv_read_file(argv[1], &len);
@@ -305,11 +301,7 @@ int main(int argc, char **argv) {
   MUST(cuModuleLoadData(&mod, image));
   MUST(cuModuleGetFunction(&f_mix, mod, "drv_mix"));
   MUST(cuModuleGetFunction(&f_fold, mod, "_Z8drv_foldPjPKji"));
-  CUdeviceptr salt_at;
-  size_t salt_size;
-  unsigned salt = SALT;
-  MUST(cuModuleGetGlobal(&salt_at, &salt_size, mod, "drv_salt"));
-  MUST(cuMemcpyHtoD(salt_at, &salt, sizeof salt));
+  drv_set_salt(mod, SALT);
 
   memset(&prop, 0, sizeof prop);
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
