@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 sh scripts/deps.sh
 export PATH="${CUDA_HOME:-/usr/local/cuda}/bin:$PATH"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$(nproc 2>/dev/null || echo 2)" --target ferry-server ferry cudart ferry_apps app_twins
+cmake --build build -j "$(nproc 2>/dev/null || echo 2)" --target ferry-server ferry ferry_client_libs ferry_apps app_twins
 
 set -- --backend cuda
 if ! build/bin/ferry-server --probe >/dev/null 2>&1; then
