@@ -245,7 +245,7 @@ CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocatio
                        option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
     return CUDA_ERROR_INVALID_VALUE;
   CUresult rc = ferry_cu_ready();
-  struct ferry_vgpu *v;
+  struct ferry_vgpu *v = NULL; /* set by check_prop on success */
   if (!rc) rc = check_prop(prop, "cuMemGetAllocationGranularity", &v);
   if (!rc) *granularity = v->granularity;
   return rc;
@@ -259,7 +259,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                      const CUmemAllocationProp *prop, unsigned long long flags) {
   if (!handle || !size || flags) return CUDA_ERROR_INVALID_VALUE;
   CUresult rc = ferry_cu_ready();
-  struct ferry_vgpu *v;
+  struct ferry_vgpu *v = NULL; /* set by check_prop on success */
   if (!rc) rc = check_prop(prop, "cuMemCreate", &v);
   if (rc) return rc;
   if (size % v->granularity) return CUDA_ERROR_INVALID_VALUE;
