@@ -38,7 +38,7 @@ int ferry_x_host_register(struct ferry_exec *ex, const struct ferry_host_registe
     ex->chost_regs = cap;
   }
   CUresult res = ex->d->MemHostRegister((void *)(uintptr_t)a->addr, a->size,
-                                        CU_MEMHOSTREGISTER_PORTABLE);
+                                        CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
   if (res != CUDA_SUCCESS) return CU(res);
   ex->host_regs[ex->nhost_regs++] = (struct exec_host_reg){a->addr, a->size};
   return EXEC_OK;

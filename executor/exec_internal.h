@@ -74,6 +74,7 @@ struct ferry_exec {
   int ctx_held; /* we hold one retain of the primary context */
   uint64_t arena_base, arena_size;
   int arena_ok;
+  int window_ok; /* the host window is reserved for shadows (exec_shadow.c) */
   size_t gran;
 
   struct exec_mapping *maps;
@@ -169,6 +170,11 @@ int exec_attr_is_plain(CUlaunchAttributeID id);
 /* frees what the session holds; with driver_ok == 0 only our own records
    (after a sticky error, when a reset frees the rest) */
 void exec_free_memory(struct ferry_exec *ex, int driver_ok);
+/* fresh device memory at a checked, granularity-aligned range; its removal;
+   whether exactly that range is mapped */
+int exec_map_at(struct ferry_exec *ex, uint64_t addr, uint64_t size);
+int exec_unmap_at(struct ferry_exec *ex, uint64_t addr, uint64_t size);
+int exec_mapped_at(const struct ferry_exec *ex, uint64_t addr, uint64_t size);
 void exec_free_modules(struct ferry_exec *ex, int driver_ok);
 void exec_free_streams_events(struct ferry_exec *ex, int driver_ok);
 void exec_free_staging(struct ferry_exec *ex, int driver_ok);

@@ -46,24 +46,21 @@ static size_t map_lower(const struct ferry_exec *ex, uint64_t a) {
   return lo;
 }
 
-int ferry_x_mem_map(struct ferry_exec *ex, const struct ferry_mem_map_args *a,
-                    struct ferry_mem_map_rets *r, struct ferry_io *io) {
-  (void)r, (void)io;
+/* maps fresh device memory at [addr, addr + size), which the caller checked
+   is granularity-aligned inside a reservation */
+int exec_map_at(struct ferry_exec *ex, uint64_t addr, uint64_t size) {
   const struct ferry_driver *d = ex->d;
-  uint64_t end = a->addr + a->size;
-  if (!ex->arena_ok || a->size == 0 || a->addr % ex->gran || a->size % ex->gran ||
-      end < a->addr || a->addr < ex->arena_base || end > ex->arena_base + ex->arena_size)
-    return EXEC_INVALID_VALUE;
-  size_t at = map_lower(ex, a->addr);
+  uint64_t end = addr + size;
+  size_t at = map_lower(ex, addr);
   if ((at < ex->nmaps && ex->maps[at].addr < end) ||
-      (at > 0 && ex->maps[at - 1].addr + ex->maps[at - 1].size > a->addr))
+      (at > 0 && ex->maps[at - 1].addr + ex->maps[at - 1].size > addr))
     return EXEC_INVALID_VALUE; /* overlaps a live mapping */
-  if (ex->max_mem && (a->size > ex->max_mem || ex->mapped > ex->max_mem - a->size)) {
+  if (ex->max_mem && (size > ex->max_mem || ex->mapped > ex->max_mem - size)) {
     if (!ex->mem_logged) {
       char b1[32], b2[32], b3[32];
       ferry_log("device memory quota reached: %s more would exceed %s (--max-session-mem), %s "
                 "mapped; this session's allocations fail with cudaErrorMemoryAllocation",
-                bytes_str(a->size, b1, sizeof b1), bytes_str(ex->max_mem, b2, sizeof b2),
+                bytes_str(size, b1, sizeof b1), bytes_str(ex->max_mem, b2, sizeof b2),
                 bytes_str(ex->mapped, b3, sizeof b3));
       ex->mem_logged = 1;
     }
@@ -81,39 +78,61 @@ int ferry_x_mem_map(struct ferry_exec *ex, const struct ferry_mem_map_args *a,
                               .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = ex->dev}};
   CUmemAccessDesc access = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
   CUmemGenericAllocationHandle h;
-  CUresult res = d->MemCreate(&h, a->size, &prop, 0);
+  CUresult res = d->MemCreate(&h, size, &prop, 0);
   if (res != CUDA_SUCCESS)
     return CU(res);
-  if ((res = d->MemMap(a->addr, a->size, 0, h, 0)) != CUDA_SUCCESS) {
+  if ((res = d->MemMap(addr, size, 0, h, 0)) != CUDA_SUCCESS) {
     d->MemRelease(h);
     return CU(res);
   }
-  if ((res = d->MemSetAccess(a->addr, a->size, &access, 1)) != CUDA_SUCCESS) {
-    d->MemUnmap(a->addr, a->size);
+  if ((res = d->MemSetAccess(addr, size, &access, 1)) != CUDA_SUCCESS) {
+    d->MemUnmap(addr, size);
     d->MemRelease(h);
     return CU(res);
   }
   memmove(&ex->maps[at + 1], &ex->maps[at], (ex->nmaps - at) * sizeof *ex->maps);
-  ex->maps[at] = (struct exec_mapping){a->addr, a->size, h};
+  ex->maps[at] = (struct exec_mapping){addr, size, h};
   ex->nmaps++;
-  ex->mapped += a->size;
+  ex->mapped += size;
   return EXEC_OK;
 }
 
-int ferry_x_mem_unmap(struct ferry_exec *ex, const struct ferry_mem_unmap_args *a,
-                      struct ferry_mem_unmap_rets *r, struct ferry_io *io) {
-  (void)r, (void)io;
-  size_t at = map_lower(ex, a->addr);
-  if (at >= ex->nmaps || ex->maps[at].addr != a->addr || ex->maps[at].size != a->size)
+int exec_mapped_at(const struct ferry_exec *ex, uint64_t addr, uint64_t size) {
+  size_t at = map_lower(ex, addr);
+  return at < ex->nmaps && ex->maps[at].addr == addr && ex->maps[at].size == size;
+}
+
+int exec_unmap_at(struct ferry_exec *ex, uint64_t addr, uint64_t size) {
+  size_t at = map_lower(ex, addr);
+  if (at >= ex->nmaps || ex->maps[at].addr != addr || ex->maps[at].size != size)
     return EXEC_INVALID_VALUE;
-  CUresult res = ex->d->MemUnmap(a->addr, a->size);
+  CUresult res = ex->d->MemUnmap(addr, size);
   if (res != CUDA_SUCCESS)
     return CU(res);
   res = ex->d->MemRelease(ex->maps[at].handle);
   memmove(&ex->maps[at], &ex->maps[at + 1], (ex->nmaps - at - 1) * sizeof *ex->maps);
   ex->nmaps--;
-  ex->mapped -= a->size;
+  ex->mapped -= size;
   return CU(res);
+}
+
+int ferry_x_mem_map(struct ferry_exec *ex, const struct ferry_mem_map_args *a,
+                    struct ferry_mem_map_rets *r, struct ferry_io *io) {
+  (void)r, (void)io;
+  uint64_t end = a->addr + a->size;
+  if (!ex->arena_ok || a->size == 0 || a->addr % ex->gran || a->size % ex->gran ||
+      end < a->addr || a->addr < ex->arena_base || end > ex->arena_base + ex->arena_size)
+    return EXEC_INVALID_VALUE;
+  return exec_map_at(ex, a->addr, a->size);
+}
+
+int ferry_x_mem_unmap(struct ferry_exec *ex, const struct ferry_mem_unmap_args *a,
+                      struct ferry_mem_unmap_rets *r, struct ferry_io *io) {
+  (void)r, (void)io;
+  /* shadows are the client's shadow_unmap to remove, not the program's */
+  if (!ex->arena_ok || a->addr < ex->arena_base || a->addr - ex->arena_base >= ex->arena_size)
+    return EXEC_INVALID_VALUE;
+  return exec_unmap_at(ex, a->addr, a->size);
 }
 
 void exec_free_memory(struct ferry_exec *ex, int driver_ok) {
@@ -126,6 +145,9 @@ void exec_free_memory(struct ferry_exec *ex, int driver_ok) {
   if (ex->arena_ok && driver_ok)
     ex->d->MemAddressFree(ex->arena_base, ex->arena_size);
   ex->arena_ok = 0;
+  if (ex->window_ok && driver_ok)
+    ex->d->MemAddressFree(FERRY_HOST_WINDOW_BASE, FERRY_HOST_WINDOW_SIZE);
+  ex->window_ok = 0;
 }
 
 /* ---- staging ---- */

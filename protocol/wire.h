@@ -78,6 +78,11 @@ typedef struct { const void *ptr; uint32_t len; } ferry_blob;
 /* every wire id is below this: the size of tables indexed by call. Raising
    it changes nothing on the wire (ids stay below FERRY_KIND_REPLY). */
 #define FERRY_CALL_LIMIT 128u
+/* the program's shared host arena (shim/core/hostmem.c): its pinned memory
+   lives here, and a server maps device shadows of the part kernels use at
+   the same addresses (shadow_map) */
+#define FERRY_HOST_WINDOW_BASE 0x180000000000ull
+#define FERRY_HOST_WINDOW_SIZE 0x40000000000ull
 _Static_assert(FERRY_CALL_LIMIT <= FERRY_KIND_REPLY, "call ids and frame kinds overlap");
 
 enum ferry_call_id {

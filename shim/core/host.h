@@ -13,6 +13,9 @@ void *ferry_host_shared_alloc(size_t size);
 void ferry_host_shared_free(void *p);
 /* p is pinned host memory (cudaMallocHost, cudaHostRegister) */
 int ferry_host_pinned(const void *p);
+/* the pinned block holding p: its start and size, and whether it lies in
+   the shared arena; 0 when p is no pinned memory */
+int ferry_host_block(const void *p, uint64_t *base, uint64_t *size, int *shared);
 /* [p, p + n) lies in one pinned block of the shared arena */
 int ferry_host_is_shared(const void *p, uint64_t n);
 /* v now runs on a ferry-mhelper: page-lock every shared pinned block there

@@ -20,6 +20,7 @@
 #include "shim/core/host.h"
 #include "shim/core/link.h"
 #include "shim/core/local.h"
+#include "shim/core/shadow.h"
 
 /* ---- the shared host arena ---- */
 static struct {
@@ -233,28 +234,25 @@ int ferry_host_pinned(const void *p) {
   return host_find(p, &b);
 }
 
+int ferry_host_block(const void *p, uint64_t *base, uint64_t *size, int *shared) {
+  struct host_block b;
+  if (!host_find(p, &b)) return 0;
+  *base = (uint64_t)(uintptr_t)b.ptr;
+  *size = b.size ? b.size : 1;
+  *shared = !b.registered && in_arena(b.ptr);
+  return 1;
+}
+
 int ferry_host_is_shared(const void *p, uint64_t n) {
   struct host_block b;
   if (!in_arena(p) || !host_find(p, &b) || b.registered) return 0;
   return (uint64_t)((const char *)p - (const char *)b.ptr) + n <= b.size;
 }
 
-/* Mapped (zero-copy) host memory stays usable for copies, which is all most
-   programs do with it; only device access is impossible from a remote GPU,
-   so that is where ferry refuses (cudaHostGetDevicePointer), loudly. */
-static void mapped_note(const char *call) {
-  static int warned;
-  if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-    ferry_log("%s with the mapped flag: the memory works for copies, but a remote GPU cannot "
-              "access it directly (cudaHostGetDevicePointer returns cudaErrorNotSupported)",
-              call);
-}
-
 cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
   if (!ptr) return ferry_ret(cudaErrorInvalidValue);
   unsigned known = cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
   if (flags & ~known) return ferry_ret(cudaErrorInvalidValue);
-  if (flags & cudaHostAllocMapped) mapped_note("cudaHostAlloc");
   void *p = ferry_host_shared_alloc(size);
   int in_shared = p != NULL;
   if (!p && posix_memalign(&p, 4096, size ? size : 1)) return ferry_ret(cudaErrorMemoryAllocation);
@@ -269,15 +267,18 @@ cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
   return cudaSuccess;
 }
 
+/* Under unified addressing the device pointer of pinned memory is its host
+   address; on a server, kernels reach a shadow of it there (shadow.c). */
 cudaError_t cudaHostGetDevicePointer(void **dptr, void *hptr, unsigned int flags) {
-  (void)flags;
+  int err;
   struct host_block b;
-  if (!dptr || !host_find(hptr, &b)) return ferry_ret(cudaErrorInvalidValue);
-  static int warned;
-  if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-    ferry_log("cudaHostGetDevicePointer: a remote GPU cannot access this host's memory; "
-              "returning cudaErrorNotSupported");
-  return ferry_ret(cudaErrorNotSupported);
+  if (!dptr || flags || !host_find(hptr, &b)) return ferry_ret(cudaErrorInvalidValue);
+  struct ferry_vgpu *v = ferry_current(&err);
+  if (!v) return ferry_ret(err);
+  int rc = ferry_shadow_expose(v, (uint64_t)(uintptr_t)hptr);
+  if (rc && rc != 1) return ferry_ret(rc);
+  *dptr = hptr;
+  return cudaSuccess;
 }
 
 cudaError_t cudaMallocHost(void **ptr, size_t size) { return cudaHostAlloc(ptr, size, 0); }
@@ -286,6 +287,7 @@ cudaError_t cudaFreeHost(void *ptr) {
   if (!ptr) return cudaSuccess;
   uint32_t helpers = 0;
   if (!host_remove(ptr, 0, &helpers)) return ferry_ret(cudaErrorInvalidValue);
+  ferry_shadow_forget(ptr);
   if (in_arena(ptr)) {
     if (helpers) tell_helpers(helpers, ptr, 0, 0);
     ferry_host_shared_free(ptr);
@@ -300,7 +302,6 @@ cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags) {
   unsigned known = cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterIoMemory |
                    cudaHostRegisterReadOnly;
   if (flags & ~known) return ferry_ret(cudaErrorInvalidValue);
-  if (flags & cudaHostRegisterMapped) mapped_note("cudaHostRegister");
   struct host_block b;
   if (host_find(ptr, &b)) return ferry_ret(cudaErrorHostMemoryAlreadyRegistered);
   uint32_t helpers;
@@ -310,6 +311,7 @@ cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags) {
 cudaError_t cudaHostUnregister(void *ptr) {
   uint32_t helpers;
   if (!host_remove(ptr, 1, &helpers)) return ferry_ret(cudaErrorHostMemoryNotRegistered);
+  ferry_shadow_forget(ptr);
   return cudaSuccess;
 }
 

@@ -15,6 +15,7 @@
 
 #include "common/log.h"
 #include "common/setting.h"
+#include "shim/core/shadow.h"
 #include "shim/core/props.h"
 #include "shim/core/hooks.h"
 #include "shim/core/host.h"
@@ -278,6 +279,11 @@ static void drain_at_exit(void) {
     }
     ferry_log("stats: device=%d calls:%s", i, at ? line : " none");
     /* FERRY_STREAMS: bytes that went over data connections (tests check it) */
+    uint64_t shadows, pushed, pulled;
+    ferry_shadow_stats(i, &shadows, &pushed, &pulled);
+    if (shadows || pushed || pulled)
+      ferry_log("stats: device=%d mapped_host_blocks=%llu mapped_out=%llu mapped_in=%llu", i,
+                (unsigned long long)shadows, (unsigned long long)pushed, (unsigned long long)pulled);
     ferry_log("stats: device=%d striped_out=%llu striped_in=%llu", i,
               (unsigned long long)__atomic_load_n(&ferry.vgpus[i].link.striped[0], __ATOMIC_RELAXED),
               (unsigned long long)__atomic_load_n(&ferry.vgpus[i].link.striped[1], __ATOMIC_RELAXED));

@@ -203,7 +203,7 @@ int ferry_local_copy_held(struct ferry_vgpu *v, void *dst, const void *src, uint
 
 int ferry_local_host_lock(struct ferry_local *L, void *p, size_t n) {
   make_current(L);
-  CUresult r = L->d->MemHostRegister(p, n, CU_MEMHOSTREGISTER_PORTABLE);
+  CUresult r = L->d->MemHostRegister(p, n, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
   if (r != CUDA_SUCCESS)
     ferry_debug("page-locking %zu bytes of host memory failed (%d): its copies stay synchronous",
                 n, (int)r);

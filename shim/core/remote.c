@@ -17,6 +17,7 @@
 #include "common/setting.h"
 #include "protocol/stripe.h"
 #include "shim/core/link.h"
+#include "shim/core/shadow.h"
 #include "shim/core/local.h"
 #include "shim/core/query_cache.h"
 #include "shim/core/thread.h"
@@ -649,7 +650,9 @@ static int call_now(struct ferry_vgpu *v, unsigned call, const void *args, void 
     pthread_rwlock_unlock(&v->gate);
     return FERRY_STALE;
   }
-  int rc = ferry_source_call(v, call, args, rets, bulk);
+  /* mapped host memory a server's kernels use: out before, home after */
+  int rc = ferry_shadow_before(v, call, args);
+  if (!rc) rc = ferry_shadow_after(v, call, args, ferry_source_call(v, call, args, rets, bulk));
   if (!rc && (ferry_calls[call].flags & RECORD) &&
       ferry_record(&v->log, call, args, rets, bulk ? bulk->in : NULL, bulk ? bulk->in_len : 0)) {
     if (!v->log_broken) ferry_log("device %d: out of memory while recording; it cannot migrate", v->index);

@@ -24,8 +24,8 @@
 /* the shared host arena (hostmem.c): above AddressSanitizer's shadow
    (0x10007fff8000), below the simulation's object slab (0x1f0000000000)
    and the vGPUs' arenas; ASan's own heap starts at 0x600000000000 */
-#define FERRY_HOST_ARENA_BASE 0x180000000000ull
-#define FERRY_HOST_ARENA_SIZE FERRY_ARENA_STRIDE
+#define FERRY_HOST_ARENA_BASE FERRY_HOST_WINDOW_BASE
+#define FERRY_HOST_ARENA_SIZE FERRY_HOST_WINDOW_SIZE
 #define FERRY_NATTRS_CLIENT 160
 #define FERRY_ASYNC_BULK_INLINE (256u * 1024u) /* async H2D up to this is copied and pipelined */
 

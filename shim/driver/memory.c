@@ -77,6 +77,13 @@ CUresult cuMemHostRegister(void *p, size_t size, unsigned int flags) {
 }
 CUresult cuMemHostUnregister(void *p) { return READY_THEN(cudaHostUnregister(p)); }
 CUresult cuMemHostGetFlags(unsigned int *flags, void *p) { return READY_THEN(cudaHostGetFlags(flags, p)); }
+CUresult cuMemHostGetDevicePointer(CUdeviceptr *dptr, void *p, unsigned int flags) {
+  void *d = NULL;
+  if (!dptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = CURRENT_THEN(cudaHostGetDevicePointer(&d, p, flags));
+  if (rc == CUDA_SUCCESS) *dptr = (CUdeviceptr)(uintptr_t)d;
+  return rc;
+}
 
 /* ---- copies ---- */
 #define COPY(dst, src, n, kind, per_thread)                                                    \
@@ -271,7 +278,8 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute attr, CUdevice
     default: return CUDA_ERROR_INVALID_VALUE;
     }
   }
-  int pinned = !r && ferry_host_pinned(DEV(ptr));
+  int shared;
+  int pinned = !r && ferry_host_block(DEV(ptr), &base, &size, &shared);
   if (!r && !pinned) return CUDA_ERROR_INVALID_VALUE; /* memory the driver does not know */
   switch (attr) {
   case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
@@ -307,14 +315,12 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute attr, CUdevice
     *(unsigned long long *)data = r ? base : (unsigned long long)ptr;
     return CUDA_SUCCESS;
   case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-    if (!r) return ferry_cu_unsupported("cuPointerGetAttribute RANGE_START_ADDR of host memory");
     *(CUdeviceptr *)data = base;
     return CUDA_SUCCESS;
   case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: /* NULL for memory not from a pool, as in CUDA */
     *(CUmemoryPool *)data = r ? (CUmemoryPool)ferry_mempool_of(v, ptr) : NULL;
     return CUDA_SUCCESS;
   case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-    if (!r) return ferry_cu_unsupported("cuPointerGetAttribute RANGE_SIZE of host memory");
     *(size_t *)data = size;
     return CUDA_SUCCESS;
   default:

@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "replay/memsync.h"
 #include "replay/replay.h"
+#include "shim/core/shadow.h"
 #include "shim/core/hooks.h"
 #include "shim/migrate/migrate.h"
 #include "shim/migrate/migrate_int.h"
@@ -307,6 +308,9 @@ static int drain(struct mig *m) {
   }
   if (!here && ferry_deferred_pending(&v->link))
     return mig_fail(m, "asynchronous copies did not complete");
+  if ((rc = ferry_shadow_settle(v)))
+    return mig_fail(m, "bringing back the pinned host memory its kernels use failed (%s)",
+                    cudaGetErrorName((cudaError_t)rc));
   if (ferry_recorder_foreach(&v->log, uses_device_heap, NULL))
     return mig_fail(m, "the program sized the device malloc heap (cudaLimitMallocHeapSize): memory "
                    "allocated by kernels (malloc/new) lives in the driver's heap and cannot be "
@@ -418,6 +422,7 @@ static void switch_over(struct mig *m) {
   }
   if (ferry_hooks.globals_commit) ferry_hooks.globals_commit(v->index);
   __atomic_add_fetch(&v->generation, 1, __ATOMIC_RELEASE);
+  ferry_shadow_switched(v);
   if (m->url) { /* remote again, or still: the log goes on, on the new server */
     int from_process = ferry_is_local(v);
     if (from_process) leave_process(m);

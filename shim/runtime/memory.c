@@ -11,6 +11,7 @@
 #include "shim/core/host.h"
 #include "shim/core/link.h"
 #include "shim/core/local.h"
+#include "shim/core/shadow.h"
 #include "shim/core/hooks.h"
 #include "shim/migrate/migrate.h"
 #include "shim/runtime/graph.h"
@@ -171,14 +172,11 @@ static int device_side(const void *p, uint64_t count, struct ferry_vgpu **v) {
     *v = ferry_current(&err);
     if (!*v) return err;
     /* pinned host memory as a device pointer (zero-copy, unified
-       addressing): a remote GPU cannot reach this machine's memory; a GPU
-       in this process can (the memory is registered with its driver) */
-    if (ferry_host_pinned(p) && !ferry_is_local(*v)) {
-      static int said;
-      if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
-        ferry_log("device access to pinned host memory (%p, zero-copy) is not supported by ferry on "
-                  "a remote GPU; returning cudaErrorNotSupported", p);
-      return cudaErrorNotSupported;
+       addressing): a GPU in this process or a helper reaches it (the memory
+       is registered with its driver), a server's reaches its shadow */
+    if (ferry_host_pinned(p)) {
+      int rc = ferry_shadow_expose(*v, (uint64_t)(uintptr_t)p);
+      return rc == 1 ? 0 : rc;
     }
     return 0; /* a module variable's address */
   }

@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "protocol/layout.h"
+#include "shim/core/shadow.h"
 #include "shim/core/link.h"
 #include "shim/core/local.h"
 #include "shim/core/hooks.h"
@@ -389,6 +390,8 @@ int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, siz
   if (k->layout.nparams && !args) return cudaErrorInvalidValue;
   ferry_layout_pack(&k->layout, args, param_buf);
   if (shmem > UINT32_MAX) return cudaErrorInvalidValue;
+  /* pinned host memory passed to the kernel (zero-copy) */
+  if ((err = ferry_shadow_scan(v, param_buf, k->layout.bytes))) return err;
   struct ferry_launch_args a = {.func = func,
                                 .gx = grid.x, .gy = grid.y, .gz = grid.z,
                                 .bx = block.x, .by = block.y, .bz = block.z,

@@ -444,6 +444,26 @@ static void g_add(const struct ferry_twin_thread *t, const unsigned char *params
   FOR_BLOCK_THREADS(t, i) if ((int)i < n) dst[i] += src[i];
 }
 
+/* mp_fill, mp_accum, mp_poke of tests/apps/mapped.cu (kernels on mapped host memory) */
+static void mp_fill(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *out = ARG(unsigned *, 0);
+  int n = ARG(int, 8);
+  unsigned seed = ARG(unsigned, 12);
+  FOR_BLOCK_THREADS(t, i) if ((int)i < n) out[i] = seed * 2654435761u + i * 40503u;
+}
+static void mp_accum(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *acc = ARG(unsigned *, 0);
+  const unsigned *in = ARG(const unsigned *, 8);
+  int n = ARG(int, 16);
+  FOR_BLOCK_THREADS(t, i) if ((int)i < n) acc[i] = acc[i] * 31u + in[i];
+}
+static void mp_poke(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *p = ARG(unsigned *, 0);
+  int stride = ARG(int, 8), count = ARG(int, 12);
+  unsigned v = ARG(unsigned, 16);
+  FOR_BLOCK_THREADS(t, k) if ((int)k < count) p[(size_t)k * (size_t)stride] = v + k;
+}
+
 const struct ferry_twin ferry_twins[] = {
     {"_Z6vecAddPKfS0_Pfi", vec_add, 0, 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}},
     {"_Z8sum_intoPKiiPy", sum_into, 0, 3, {{0, 8}, {8, 4}, {16, 8}}},
@@ -483,6 +503,9 @@ const struct ferry_twin ferry_twins[] = {
     {"_Z10pool_accumPjPKji", pool_accum, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
     {"_Z6g_axpbPjijj", g_axpb, 1, 4, {{0, 8}, {8, 4}, {12, 4}, {16, 4}}},
     {"_Z5g_addPjPKji", g_add, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
+    {"_Z7mp_fillPjij", mp_fill, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
+    {"_Z8mp_accumPjPKji", mp_accum, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
+    {"_Z7mp_pokePjiij", mp_poke, 1, 4, {{0, 8}, {8, 4}, {12, 4}, {16, 4}}},
     {NULL, NULL, 0, 0, {{0, 0}}},
 };
 

@@ -1,0 +1,449 @@
+/*
+ * Pinned host memory that kernels use directly (mapped, zero-copy). Under
+ * unified addressing a kernel may be handed a pinned host pointer; a remote
+ * GPU cannot reach this machine's memory, so the block gets a shadow: device
+ * memory the server maps at the same addresses (shadow_map, inside the
+ * window of the shared host arena), kept coherent at the points where CUDA
+ * makes device work visible:
+ *  - before work that may read it (a launch, a memset, a device copy), the
+ *    pages the host changed since the last exchange go to the device, in the
+ *    work's stream;
+ *  - after a call that waits for the device (a synchronization, a
+ *    synchronous copy, a query that finds the work done), the pages the
+ *    device changed come back: their hashes (mem_hash) against those of what
+ *    the host last exchanged, then those pages only (gather). Bytes both
+ *    sides changed in one page are merged byte by byte, the device's winning.
+ * The twin is the page contents of the last exchange. A block becomes a
+ * shadow when ferry sees the device may use it: its address in a launch's
+ * parameters, a memset or device copy naming it, cudaHostGetDevicePointer.
+ * On a helper or in this process the GPU maps the host memory itself
+ * (registered with DEVICEMAP) and nothing here runs; a migration brings
+ * the pages home before it leaves a server and makes the shadows again on
+ * the next one.
+ */
+#include "shim/core/shadow.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/chunk_hash.h"
+#include "common/log.h"
+#include "shim/core/host.h"
+#include "shim/core/link.h"
+
+#define PAGE 4096u
+#define PULL_WHOLE (256u * 1024u) /* shadows this small come back whole: one round trip */
+#define MIXED_STREAMS UINT32_MAX
+
+struct shadow {
+  uint64_t addr, size; /* page-aligned */
+  int owner;           /* the vGPU whose kernels use it */
+  int fresh;           /* its device copy is not made yet (new, or on a new server) */
+  unsigned char *twin; /* the pages as last exchanged */
+  uint64_t *hash;      /* ferry_chunk_hash of each twin page */
+};
+
+struct chunk {
+  uint64_t addr; /* granularity-aligned */
+  int refs;      /* mapped shadows on it; 0: to unmap at the next exchange */
+};
+
+static struct {
+  pthread_mutex_t lock; /* everything below; taken under a gate, never around one */
+  struct shadow *tab;
+  size_t n, cap;
+  struct {
+    struct chunk *chunks; /* mapped on the vGPU's current server */
+    size_t n, cap;
+    uint32_t dirty_stream; /* device work since the last full pull: its stream, or MIXED */
+    int dirty;
+    uint64_t pushed, pulled; /* bytes, for FERRY_STATS and the tests */
+  } v[FERRY_MAX_VGPUS];
+  int live[FERRY_MAX_VGPUS]; /* shadows per vGPU (atomic: the fast path reads it unlocked) */
+} S = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int remote(const struct ferry_vgpu *v) { return !ferry_is_local(v) && !v->link.helper_pid; }
+
+static struct shadow *find(uint64_t addr) {
+  for (size_t i = 0; i < S.n; i++)
+    if (addr - S.tab[i].addr < S.tab[i].size) return &S.tab[i];
+  return NULL;
+}
+
+static int add(int vi, uint64_t base, uint64_t span) {
+  if (S.n == S.cap) {
+    size_t cap = S.cap ? S.cap * 2 : 8;
+    struct shadow *t = realloc(S.tab, cap * sizeof *t);
+    if (!t) return cudaErrorMemoryAllocation;
+    S.tab = t;
+    S.cap = cap;
+  }
+  unsigned char *twin = malloc(span);
+  uint64_t *hash = calloc(span / PAGE, sizeof *hash);
+  if (!twin || !hash) {
+    free(twin);
+    free(hash);
+    return cudaErrorMemoryAllocation;
+  }
+  S.tab[S.n++] = (struct shadow){base, span, vi, 1, twin, hash};
+  __atomic_add_fetch(&S.live[vi], 1, __ATOMIC_RELEASE);
+  ferry_debug("device %d: its kernels use pinned host memory %p (%llu bytes): it gets a shadow "
+              "on each server", vi, (void *)(uintptr_t)base, (unsigned long long)span);
+  return 0;
+}
+
+int ferry_shadow_expose(struct ferry_vgpu *v, uint64_t addr) {
+  uint64_t base, size;
+  int shared;
+  if (!ferry_host_block((const void *)(uintptr_t)addr, &base, &size, &shared)) return 1;
+  pthread_mutex_lock(&S.lock);
+  struct shadow *s = find(addr);
+  int rc = 0;
+  if (s && s->owner != v->index) {
+    static int said;
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+      ferry_log("pinned host memory %p is used by kernels of device %d and of device %d: mapped "
+                "memory shared by two devices is not supported by ferry; returning "
+                "cudaErrorNotSupported", (void *)(uintptr_t)addr, s->owner, v->index);
+    rc = cudaErrorNotSupported;
+  } else if (!s && !shared && remote(v)) {
+    static int said;
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+      ferry_log("device access to host memory registered with cudaHostRegister (%p, zero-copy) is "
+                "not supported by ferry on a remote GPU (memory from cudaHostAlloc is); returning "
+                "cudaErrorNotSupported", (void *)(uintptr_t)addr);
+    rc = cudaErrorNotSupported;
+  } else if (!s && shared) {
+    /* a helper or this process reaches it directly; it is recorded all the
+       same, so that a move to a server makes its shadow */
+    rc = add(v->index, base, (size + PAGE - 1) / PAGE * PAGE);
+  }
+  pthread_mutex_unlock(&S.lock);
+  return rc;
+}
+
+int ferry_shadow_scan(struct ferry_vgpu *v, const void *params, size_t len) {
+  const unsigned char *p = params;
+  for (size_t at = 0; at + 8 <= len; at += 8) {
+    uint64_t w;
+    memcpy(&w, p + at, 8);
+    if (w - FERRY_HOST_WINDOW_BASE >= FERRY_HOST_WINDOW_SIZE) continue;
+    int rc = ferry_shadow_expose(v, w);
+    if (rc > 0) continue; /* not pinned memory: nothing to do */
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* ---- the chunks a server maps ---- */
+
+static struct chunk *chunk_find(int vi, uint64_t addr) {
+  for (size_t i = 0; i < S.v[vi].n; i++)
+    if (S.v[vi].chunks[i].addr == addr) return &S.v[vi].chunks[i];
+  return NULL;
+}
+
+/* s's chunks are mapped on v's server and counted */
+static int map_shadow(struct ferry_vgpu *v, const struct shadow *s) {
+  uint64_t g = v->granularity ? v->granularity : 2u << 20;
+  uint64_t lo = s->addr / g * g, hi = (s->addr + s->size + g - 1) / g * g;
+  int vi = v->index;
+  struct ferry_shadow_map_args a = {lo, hi - lo};
+  int rc = ferry_source_call(v, FERRY_CALL_shadow_map, &a, NULL, NULL);
+  if (rc) {
+    ferry_log("device %d: a shadow of pinned host memory %p could not be mapped on its server "
+              "(%s); the kernels that use it fail", vi, (void *)(uintptr_t)s->addr,
+              cudaGetErrorName((cudaError_t)rc));
+    return rc;
+  }
+  for (uint64_t c = lo; c < hi; c += g) {
+    struct chunk *k = chunk_find(vi, c);
+    if (!k) {
+      if (S.v[vi].n == S.v[vi].cap) {
+        size_t cap = S.v[vi].cap ? S.v[vi].cap * 2 : 8;
+        struct chunk *t = realloc(S.v[vi].chunks, cap * sizeof *t);
+        if (!t) return cudaErrorMemoryAllocation;
+        S.v[vi].chunks = t;
+        S.v[vi].cap = cap;
+      }
+      k = &S.v[vi].chunks[S.v[vi].n++];
+      *k = (struct chunk){c, 0};
+    }
+    k->refs++;
+  }
+  return 0;
+}
+
+static void unref_chunks(struct ferry_vgpu *v, const struct shadow *s) {
+  uint64_t g = v->granularity ? v->granularity : 2u << 20;
+  for (uint64_t c = s->addr / g * g; c < s->addr + s->size; c += g) {
+    struct chunk *k = chunk_find(v->index, c);
+    if (k && k->refs > 0) k->refs--;
+  }
+}
+
+/* chunks no shadow uses any more leave the server */
+static void unmap_unused(struct ferry_vgpu *v) {
+  int vi = v->index;
+  uint64_t g = v->granularity ? v->granularity : 2u << 20;
+  for (size_t i = 0; i < S.v[vi].n;) {
+    if (S.v[vi].chunks[i].refs) {
+      i++;
+      continue;
+    }
+    struct ferry_shadow_unmap_args a = {S.v[vi].chunks[i].addr, g};
+    ferry_source_call(v, FERRY_CALL_shadow_unmap, &a, NULL, NULL);
+    S.v[vi].chunks[i] = S.v[vi].chunks[--S.v[vi].n];
+  }
+}
+
+/* ---- exchanges ---- */
+
+/* from the twin: what the device gets is what the host will compare with */
+static int send_pages(struct ferry_vgpu *v, uint32_t stream, const struct shadow *s, uint64_t off,
+                      uint64_t n) {
+  uint64_t addr = s->addr + off;
+  struct ferry_bulk bulk = {.in = s->twin + off, .in_len = n};
+  struct ferry_memcpy_htod_async_args a = {addr, stream};
+  int rc = ferry_source_call(v, FERRY_CALL_memcpy_htod_async, &a, NULL, &bulk);
+  if (!rc) S.v[v->index].pushed += n;
+  return rc;
+}
+
+/* the host's changes to v's shadows go to its server, in `stream` */
+static int push(struct ferry_vgpu *v, uint32_t stream) {
+  int rc = 0;
+  unmap_unused(v);
+  for (size_t i = 0; i < S.n && !rc; i++) {
+    struct shadow *s = &S.tab[i];
+    if (s->owner != v->index) continue;
+    const unsigned char *host = (const unsigned char *)(uintptr_t)s->addr;
+    if (s->fresh) {
+      if ((rc = map_shadow(v, s))) break;
+      memcpy(s->twin, host, s->size);
+      for (uint64_t p = 0; p < s->size / PAGE; p++)
+        s->hash[p] = ferry_chunk_hash(s->twin + p * PAGE, PAGE);
+      if ((rc = send_pages(v, stream, s, 0, s->size))) {
+        unref_chunks(v, s);
+        break;
+      }
+      s->fresh = 0;
+      continue;
+    }
+    /* runs of changed pages, one copy each */
+    uint64_t run = 0, nrun = 0;
+    for (uint64_t off = 0; off <= s->size && !rc; off += PAGE) {
+      int changed = off < s->size && memcmp(host + off, s->twin + off, PAGE) != 0;
+      if (changed) {
+        memcpy(s->twin + off, host + off, PAGE);
+        s->hash[off / PAGE] = ferry_chunk_hash(s->twin + off, PAGE);
+        if (!nrun) run = off;
+        nrun += PAGE;
+      } else if (nrun) {
+        rc = send_pages(v, stream, s, run, nrun);
+        nrun = 0;
+      }
+    }
+  }
+  return rc;
+}
+
+/* one page the device changed: into the twin, and into the host's page
+   where the host left the bytes as they were */
+static void take_page(struct shadow *s, uint64_t off, const unsigned char *dev) {
+  unsigned char *host = (unsigned char *)(uintptr_t)s->addr + off, *twin = s->twin + off;
+  if (memcmp(host, twin, PAGE) == 0) {
+    memcpy(host, dev, PAGE);
+  } else {
+    for (unsigned i = 0; i < PAGE; i++)
+      if (dev[i] != twin[i]) host[i] = dev[i];
+  }
+  memcpy(twin, dev, PAGE);
+  s->hash[off / PAGE] = ferry_chunk_hash(twin, PAGE);
+}
+
+/* ranges {addr, size} of pieces of v's made shadows; those pieces' bytes come back */
+static int gather(struct ferry_vgpu *v, const uint64_t *ranges, size_t nranges, unsigned char *out,
+                  uint64_t total) {
+  struct ferry_memcpy_dtoh_gather_args a = {{ranges, nranges * 16}, 0};
+  struct ferry_bulk bulk = {.out = out, .out_len = total};
+  int rc = ferry_source_call(v, FERRY_CALL_memcpy_dtoh_gather, &a, NULL, &bulk);
+  if (!rc) S.v[v->index].pulled += total;
+  return rc;
+}
+
+/* the device's changes to v's shadows come home */
+static int pull(struct ferry_vgpu *v) {
+  size_t n = 0;
+  uint64_t total = 0, pages = 0;
+  for (size_t i = 0; i < S.n; i++)
+    if (S.tab[i].owner == v->index && !S.tab[i].fresh) n++, total += S.tab[i].size;
+  if (!n) return 0;
+  pages = total / PAGE;
+  uint64_t *ranges = malloc((total <= PULL_WHOLE ? n : pages) * 16);
+  unsigned char *buf = NULL;
+  uint64_t *hashes = NULL;
+  int rc = ranges ? 0 : cudaErrorMemoryAllocation;
+  size_t nr = 0;
+  for (size_t i = 0; i < S.n && !rc; i++)
+    if (S.tab[i].owner == v->index && !S.tab[i].fresh) {
+      ranges[2 * nr] = S.tab[i].addr;
+      ranges[2 * nr + 1] = S.tab[i].size;
+      nr++;
+    }
+  uint64_t want = total;
+  if (!rc && total > PULL_WHOLE) {
+    /* which pages changed, by their hashes on the GPU */
+    struct ferry_mem_hash_args ha = {{ranges, nr * 16}, PAGE};
+    struct ferry_mem_hash_rets hr = {{0}};
+    rc = ferry_source_call(v, FERRY_CALL_mem_hash, &ha, &hr, NULL);
+    if (!rc && hr.hashes.len != pages * 8) rc = cudaErrorUnknown;
+    if (!rc && !(hashes = malloc(pages * 8))) rc = cudaErrorMemoryAllocation;
+    if (!rc) memcpy(hashes, hr.hashes.ptr, pages * 8);
+    size_t k = 0, np = 0;
+    want = 0;
+    for (size_t i = 0; i < S.n && !rc; i++) {
+      struct shadow *s = &S.tab[i];
+      if (s->owner != v->index || s->fresh) continue;
+      for (uint64_t p = 0; p < s->size / PAGE; p++, k++) {
+        if (hashes[k] == s->hash[p]) continue;
+        uint64_t at = s->addr + p * PAGE;
+        if (np && ranges[2 * (np - 1)] + ranges[2 * np - 1] == at) {
+          ranges[2 * np - 1] += PAGE;
+        } else {
+          ranges[2 * np] = at;
+          ranges[2 * np + 1] = PAGE;
+          np++;
+        }
+        want += PAGE;
+      }
+    }
+    nr = np;
+  }
+  if (!rc && want && !(buf = malloc(want))) rc = cudaErrorMemoryAllocation;
+  if (!rc && want) rc = gather(v, ranges, nr, buf, want);
+  /* each gathered page into its shadow */
+  const unsigned char *at = buf;
+  for (size_t r = 0; !rc && r < nr; r++) {
+    for (uint64_t off = 0; off < ranges[2 * r + 1]; off += PAGE, at += PAGE) {
+      uint64_t addr = ranges[2 * r] + off;
+      struct shadow *s = find(addr);
+      if (s && memcmp(s->twin + (addr - s->addr), at, PAGE) != 0) take_page(s, addr - s->addr, at);
+    }
+  }
+  free(ranges);
+  free(buf);
+  free(hashes);
+  return rc;
+}
+
+/* ---- around calls ---- */
+
+/* the stream of work that may read or write shadows, or -1 */
+static int64_t device_work(unsigned call, const void *args) {
+  switch (call) {
+  case FERRY_CALL_launch: return ((const struct ferry_launch_args *)args)->stream;
+  case FERRY_CALL_graph_launch: return ((const struct ferry_graph_launch_args *)args)->stream;
+  case FERRY_CALL_memset: return ((const struct ferry_memset_args *)args)->stream;
+  case FERRY_CALL_memset2d: return ((const struct ferry_memset2d_args *)args)->stream;
+  case FERRY_CALL_memset_wide: return ((const struct ferry_memset_wide_args *)args)->stream;
+  case FERRY_CALL_memcpy_dtod: return ((const struct ferry_memcpy_dtod_args *)args)->stream;
+  case FERRY_CALL_memcpy_dtod_async: return ((const struct ferry_memcpy_dtod_async_args *)args)->stream;
+  case FERRY_CALL_memcpy2d_dtod: return ((const struct ferry_memcpy2d_dtod_args *)args)->stream;
+  case FERRY_CALL_memcpy3d_dtod: return ((const struct ferry_memcpy3d_dtod_args *)args)->stream;
+  default: return -1;
+  }
+}
+
+/* a call that returns once the device finished work: the stream it waited
+   for, UINT32_MAX - 1 for the whole device, or -1 */
+#define WHOLE_DEVICE (UINT32_MAX - 1)
+static int64_t waits_for(unsigned call, const void *args) {
+  switch (call) {
+  case FERRY_CALL_device_synchronize: return WHOLE_DEVICE;
+  case FERRY_CALL_stream_synchronize: return ((const struct ferry_stream_synchronize_args *)args)->stream;
+  case FERRY_CALL_stream_query: return ((const struct ferry_stream_query_args *)args)->stream;
+  case FERRY_CALL_memcpy_dtoh: return ((const struct ferry_memcpy_dtoh_args *)args)->stream;
+  case FERRY_CALL_memcpy_htod: return ((const struct ferry_memcpy_htod_args *)args)->stream;
+  case FERRY_CALL_memcpy_dtod: return ((const struct ferry_memcpy_dtod_args *)args)->stream;
+  case FERRY_CALL_memcpy2d_dtoh: return ((const struct ferry_memcpy2d_dtoh_args *)args)->stream;
+  case FERRY_CALL_memcpy3d_dtoh: return ((const struct ferry_memcpy3d_dtoh_args *)args)->stream;
+  case FERRY_CALL_event_synchronize:
+  case FERRY_CALL_event_query: return MIXED_STREAMS; /* some stream: pull, stay dirty */
+  default: return -1;
+  }
+}
+
+int ferry_shadow_before(struct ferry_vgpu *v, unsigned call, const void *args) {
+  if (!__atomic_load_n(&S.live[v->index], __ATOMIC_ACQUIRE) || !remote(v)) return 0;
+  int64_t stream = device_work(call, args);
+  if (stream < 0) return 0;
+  pthread_mutex_lock(&S.lock);
+  int rc = push(v, (uint32_t)stream);
+  pthread_mutex_unlock(&S.lock);
+  return rc;
+}
+
+int ferry_shadow_after(struct ferry_vgpu *v, unsigned call, const void *args, int rc) {
+  if (rc || !__atomic_load_n(&S.live[v->index], __ATOMIC_ACQUIRE) || !remote(v)) return rc;
+  int64_t work = device_work(call, args), waited = waits_for(call, args);
+  if (work < 0 && waited < 0) return rc;
+  pthread_mutex_lock(&S.lock);
+  int vi = v->index;
+  if (work >= 0) {
+    if (!S.v[vi].dirty) S.v[vi].dirty_stream = (uint32_t)work;
+    else if (S.v[vi].dirty_stream != (uint32_t)work) S.v[vi].dirty_stream = MIXED_STREAMS;
+    S.v[vi].dirty = 1;
+  }
+  if (waited >= 0 && S.v[vi].dirty) {
+    rc = pull(v);
+    /* clean once the wait covered all the work since the last pull */
+    if (!rc && (waited == WHOLE_DEVICE ||
+                (waited != MIXED_STREAMS && (uint32_t)waited == S.v[vi].dirty_stream)))
+      S.v[vi].dirty = 0;
+    if (rc) ferry_log("device %d: bringing back pinned host memory its kernels wrote failed (%s)",
+                      vi, cudaGetErrorName((cudaError_t)rc));
+  }
+  pthread_mutex_unlock(&S.lock);
+  return rc;
+}
+
+void ferry_shadow_forget(const void *p) {
+  pthread_mutex_lock(&S.lock);
+  struct shadow *s = find((uint64_t)(uintptr_t)p);
+  if (s) {
+    struct ferry_vgpu *v = &ferry.vgpus[s->owner];
+    if (!s->fresh) unref_chunks(v, s); /* unmapped at v's next exchange */
+    __atomic_sub_fetch(&S.live[s->owner], 1, __ATOMIC_RELEASE);
+    free(s->twin);
+    free(s->hash);
+    *s = S.tab[--S.n];
+  }
+  pthread_mutex_unlock(&S.lock);
+}
+
+int ferry_shadow_settle(struct ferry_vgpu *v) {
+  if (!__atomic_load_n(&S.live[v->index], __ATOMIC_ACQUIRE) || !remote(v)) return 0;
+  pthread_mutex_lock(&S.lock);
+  int rc = pull(v);
+  if (!rc) S.v[v->index].dirty = 0;
+  pthread_mutex_unlock(&S.lock);
+  return rc;
+}
+
+void ferry_shadow_switched(struct ferry_vgpu *v) {
+  pthread_mutex_lock(&S.lock);
+  S.v[v->index].n = 0; /* the old server's mappings went with its session */
+  S.v[v->index].dirty = 0;
+  for (size_t i = 0; i < S.n; i++)
+    if (S.tab[i].owner == v->index) S.tab[i].fresh = 1;
+  pthread_mutex_unlock(&S.lock);
+}
+
+void ferry_shadow_stats(int vgpu, uint64_t *shadows, uint64_t *pushed, uint64_t *pulled) {
+  pthread_mutex_lock(&S.lock);
+  *shadows = (uint64_t)__atomic_load_n(&S.live[vgpu], __ATOMIC_RELAXED);
+  *pushed = S.v[vgpu].pushed;
+  *pulled = S.v[vgpu].pulled;
+  pthread_mutex_unlock(&S.lock);
+}

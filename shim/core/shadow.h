@@ -1,0 +1,28 @@
+/* Pinned host memory that kernels use (mapped, zero-copy): shadows on a
+   remote vGPU, kept coherent at CUDA's synchronization points (shadow.c). */
+#ifndef FERRY_CORE_SHADOW_H
+#define FERRY_CORE_SHADOW_H
+
+#include "shim/core/vgpu.h"
+
+/* v's device may use the pinned block holding addr: on a server it gets a
+   shadow. 1 when addr is no pinned memory; 0; or a cudaError_t, said in one
+   line, where ferry cannot make one (cudaHostRegister'ed memory on a
+   server, a block two vGPUs use) */
+int ferry_shadow_expose(struct ferry_vgpu *v, uint64_t addr);
+/* exposes every pinned block a launch's packed parameters point into */
+int ferry_shadow_scan(struct ferry_vgpu *v, const void *params, size_t len);
+/* the block at p was freed or unregistered */
+void ferry_shadow_forget(const void *p);
+/* around a call on v, v's gate held (remote.c): before device work, the
+   host's changes go out; after a wait, the device's changes come back */
+int ferry_shadow_before(struct ferry_vgpu *v, unsigned call, const void *args);
+int ferry_shadow_after(struct ferry_vgpu *v, unsigned call, const void *args, int rc);
+/* a migration, gate held: the source's pages come home after the drain;
+   after the switch the target has no shadows yet */
+int ferry_shadow_settle(struct ferry_vgpu *v);
+void ferry_shadow_switched(struct ferry_vgpu *v);
+/* FERRY_STATS: live shadows and the bytes exchanged */
+void ferry_shadow_stats(int vgpu, uint64_t *shadows, uint64_t *pushed, uint64_t *pulled);
+
+#endif

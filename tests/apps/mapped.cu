@@ -1,0 +1,148 @@
+// Mapped (zero-copy) host memory, as XLA's autotuner, cuda-samples'
+// simpleZeroCopy and many HPC codes use it: kernels given pinned host
+// pointers (from cudaHostGetDevicePointer, or the host address itself under
+// unified addressing) read what the host wrote and write what the host
+// reads after a synchronization; memsets and device-to-host copies name it
+// as device memory; a large buffer of which kernels change a few pages; a
+// page both sides write parts of while a kernel runs. All arithmetic is on
+// integers: every result is checked against the host's, and a migrated run
+// must print the checksum of one that did not move.
+// usage: mapped [ITERATIONS=12]
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "cuda_check.h"
+
+__global__ void mp_fill(unsigned *out, int n, unsigned seed) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = seed * 2654435761u + (unsigned)i * 40503u;
+}
+__global__ void mp_accum(unsigned *acc, const unsigned *in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) acc[i] = acc[i] * 31u + in[i];
+}
+// p[k * stride] = v + k for k < count: a few words of a large buffer
+__global__ void mp_poke(unsigned *p, int stride, int count, unsigned v) {
+  int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < count) p[(size_t)k * stride] = v + (unsigned)k;
+}
+
+#define BLOCK 256
+#define N 4096                 // words of the small buffers (16 KiB)
+#define BIG (2u << 20)         // words of the large one (8 MiB)
+#define STRIDE 65536           // words between the pokes: one page in 64
+static int launches, bad;
+static uint64_t hash = 1469598103934665603ull;
+
+static void expect(bool ok, const char *what, int iter) {
+  if (!ok) {
+    printf("FAIL: %s (iteration %d)\n", what, iter);
+    bad++;
+  }
+}
+static void fold(const unsigned *p, size_t n) {
+  for (size_t i = 0; i < n; i++) hash = (hash ^ p[i]) * 1099511628211ull;
+}
+static unsigned fill_value(unsigned seed, int i) { return seed * 2654435761u + (unsigned)i * 40503u; }
+
+int main(int argc, char **argv) {
+  int iters = argc > 1 ? atoi(argv[1]) : 12;
+  int attr = 0;
+  CHECK(cudaDeviceGetAttribute(&attr, cudaDevAttrCanMapHostMemory, 0));
+  expect(attr == 1, "cudaDevAttrCanMapHostMemory is not 1", 0);
+
+  // a: mapped, through its device pointer; b: cudaMallocHost, its host
+  // address given straight to kernels; big: mapped, a few pages change
+  unsigned *a, *a_dev, *b, *big, *big_dev, *result;
+  CHECK(cudaHostAlloc((void **)&a, N * sizeof(unsigned), cudaHostAllocMapped));
+  CHECK(cudaHostGetDevicePointer((void **)&a_dev, a, 0));
+  expect(a_dev == a, "the device pointer of mapped memory is not its host address", 0);
+  CHECK(cudaMallocHost((void **)&b, N * sizeof(unsigned)));
+  CHECK(cudaHostAlloc((void **)&big, BIG * sizeof(unsigned), cudaHostAllocMapped));
+  CHECK(cudaHostGetDevicePointer((void **)&big_dev, big, 0));
+  CHECK(cudaMallocHost((void **)&result, N * sizeof(unsigned)));
+  unsigned *acc;
+  CHECK(cudaMalloc((void **)&acc, N * sizeof(unsigned)));
+  CHECK(cudaMemset(acc, 0, N * sizeof(unsigned)));
+  memset(big, 0, BIG * sizeof(unsigned));
+  std::vector<unsigned> host_acc(N, 0), host_big(BIG, 0);
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  unsigned grid = (N + BLOCK - 1) / BLOCK;
+
+  for (int it = 0; it < iters; it++) {
+    // the host writes a; a kernel reads it through the device pointer
+    for (int i = 0; i < N; i++) a[i] = (unsigned)(it * 7919 + i * 31);
+    mp_accum<<<grid, BLOCK, 0, s>>>(acc, a_dev, N);
+    launches++;
+    for (int i = 0; i < N; i++) host_acc[i] = host_acc[i] * 31u + (unsigned)(it * 7919 + i * 31);
+
+    // a kernel writes b (its host address), the host reads it after the sync
+    mp_fill<<<grid, BLOCK, 0, s>>>(b, N, (unsigned)it);
+    launches++;
+    CHECK(cudaStreamSynchronize(s));
+    bool ok = true;
+    for (int i = 0; i < N; i++) ok = ok && b[i] == fill_value((unsigned)it, i);
+    expect(ok, "a kernel's writes to pinned memory (cudaMallocHost) are not seen by the host", it);
+    fold(b, N);
+
+    // XLA's pattern: a memset of pinned memory, a kernel writes part of it,
+    // a device-to-host copy reads it back in stream order
+    CHECK(cudaMemsetAsync(a, 0xff, N * sizeof(unsigned), s));
+    mp_fill<<<1, 16, 0, s>>>(a_dev, 16, (unsigned)it + 100u);
+    launches++;
+    CHECK(cudaMemcpyAsync(result, a, N * sizeof(unsigned), cudaMemcpyDeviceToHost, s));
+    CHECK(cudaStreamSynchronize(s));
+    ok = true;
+    for (int i = 0; i < N; i++) ok = ok && result[i] == (i < 16 ? fill_value((unsigned)it + 100u, i) : 0xffffffffu);
+    expect(ok, "memset + kernel + copy of pinned memory gives wrong bytes", it);
+    fold(result, N);
+
+    // a large mapped buffer: a kernel changes one word in 64 pages' worth;
+    // meanwhile the host writes a word of one of those pages the kernel
+    // does not touch: after the sync, both are there
+    unsigned base = (unsigned)it * 1000u;
+    int count = (int)(BIG / STRIDE);
+    mp_poke<<<1, 64, 0, s>>>(big_dev, STRIDE, count, base);
+    launches++;
+    big[STRIDE + 1] = base ^ 0x5a5a5a5au;  // next to word STRIDE, which the kernel writes
+    CHECK(cudaStreamSynchronize(s));
+    for (int k = 0; k < count; k++) host_big[(size_t)k * STRIDE] = base + (unsigned)k;
+    host_big[STRIDE + 1] = base ^ 0x5a5a5a5au;
+    expect(memcmp(big, host_big.data(), BIG * sizeof(unsigned)) == 0,
+           "the large mapped buffer differs from the host's (pokes, or a host write next to them)", it);
+  }
+  CHECK(cudaDeviceSynchronize());
+  std::vector<unsigned> got(N);
+  CHECK(cudaMemcpy(got.data(), acc, N * sizeof(unsigned), cudaMemcpyDeviceToHost));
+  expect(got == host_acc, "the accumulator (kernels reading mapped memory) differs from the host's", iters);
+  fold(got.data(), N);
+  fold(big, BIG);
+
+  // a freed block's address may come back in a new one: its shadow is new
+  CHECK(cudaFreeHost(b));
+  unsigned *c;
+  CHECK(cudaHostAlloc((void **)&c, N * sizeof(unsigned), cudaHostAllocMapped));
+  for (int i = 0; i < N; i++) c[i] = (unsigned)i;
+  mp_accum<<<grid, BLOCK, 0, s>>>(c, c, N);  // c[i] = c[i] * 31 + c[i]
+  launches++;
+  CHECK(cudaStreamSynchronize(s));
+  bool ok = true;
+  for (int i = 0; i < N; i++) ok = ok && c[i] == (unsigned)i * 32u;
+  expect(ok, "a new mapped block at a freed one's address", iters);
+  fold(c, N);
+
+  CHECK(cudaFreeHost(a));
+  CHECK(cudaFreeHost(c));
+  CHECK(cudaFreeHost(big));
+  CHECK(cudaFreeHost(result));
+  CHECK(cudaFree(acc));
+  CHECK(cudaStreamDestroy(s));
+  printf("launches: %d\n", launches);
+  printf("checksum: %016llx\n", (unsigned long long)hash);
+  printf("%s\n", bad ? "FAILED" : "PASSED");
+  return bad ? 1 : 0;
+}

@@ -1,0 +1,104 @@
+#!/bin/sh
+# Mapped (zero-copy) host memory end to end: tests/apps/mapped through
+# ferry over TCP to a ferry-server on the CPU simulation, where its kernels
+# reach shadows of the program's pinned buffers; FERRY_STATS shows that
+# pages nobody changed never travel; and the program moved mid-loop into
+# the process, onto a ferry-mhelper (both reach the host memory itself),
+# to another server, and from the process back to a server, each with the
+# checksum of a run that did not move.
+# usage: mapped.sh BUILD_DIR CASE
+#   FERRY_MIGRATE_KS="k1 k2 ..." replaces the random launch counts.
+set -u
+build=$(cd "$1" && pwd)
+case_name=$2
+helper_policy=
+case $case_name in
+*_helper) case_name=${case_name%_helper} helper_policy=always ;;
+esac
+work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-mapped.XXXXXX")
+e2e_name="e2e mapped"
+. "$(dirname "$0")/lib.sh"
+export FERRY_LOCAL_BACKEND=sim FERRY_SIM_KERNELS="$apps/app_twins.so" FERRY_CONTROL_DIR="$work"
+unset FERRY_MIGRATE_AT FERRY_FAULT FERRY_SIM_TOTAL_MEM FERRY_MHELPER
+[ -z "$helper_policy" ] || export FERRY_MHELPER=$helper_policy
+
+stat_of() { sed -n "s/.*stats: device=0 mapped_host_blocks=.* $2=\([0-9]*\).*/\1/p" "$work/$1.err" | head -n 1; }
+
+launch_counts() {
+  if [ -n "${FERRY_MIGRATE_KS:-}" ]; then
+    echo "$FERRY_MIGRATE_KS"
+    return
+  fi
+  r=$(shuf -i 2-"$1" -n 3 | tr '\n' ' ')
+  echo "1 $(($1 / 2)) $1 ${r% }"
+}
+
+reference() {
+  rc=$(FERRY_CONTROL=off run ref mapped "$1")
+  passed ref "$rc"
+  want=$(value ref checksum)
+  launches=$(value ref launches)
+  [ -n "$want" ] && [ "${launches:-0}" -gt 20 ] || fail "ref: no checksum or too few launches"
+}
+
+case $case_name in
+remote)
+  start_sim_server
+  export FERRY_DEVICES="tcp://127.0.0.1:$port/0"
+  for iters in 6 12; do
+    rc=$(FERRY_STATS=1 run "r$iters" mapped "$iters")
+    passed "r$iters" "$rc"
+    expect_not_in "r$iters.err" "not supported"
+  done
+  # the 8 MiB buffer has 32 of its 2048 pages poked per iteration (plus
+  # the page the host writes beside a poke): what travels grows with the
+  # changed pages, never with the buffer
+  in6=$(stat_of r6 mapped_in) in12=$(stat_of r12 mapped_in)
+  out6=$(stat_of r6 mapped_out) out12=$(stat_of r12 mapped_out)
+  [ -n "$in6" ] && [ -n "$in12" ] && [ -n "$out6" ] && [ -n "$out12" ] || fail "FERRY_STATS has no mapped_in/mapped_out line"
+  per_iter_in=$(((in12 - in6) / 6)) per_iter_out=$(((out12 - out6) / 6))
+  echo "per iteration: $per_iter_in bytes came back, $per_iter_out went out"
+  # came back: b and a (16 KiB each, every word changes), 32 poked pages
+  # of big: 160 KiB; went out: a twice and the page beside a poke
+  [ "$per_iter_in" -le $((200 * 1024)) ] || fail "$per_iter_in bytes came back per iteration: unchanged pages travel"
+  [ "$per_iter_out" -le $((64 * 1024)) ] || fail "$per_iter_out bytes went out per iteration: unchanged pages travel"
+  [ "$per_iter_in" -ge $((32 * 4096)) ] || fail "only $per_iter_in bytes came back per iteration: the pokes cannot all have"
+  ;;
+migrate)
+  start_sim_server
+  export FERRY_DEVICES="tcp://127.0.0.1:$port/0"
+  reference 8
+  ks=$(launch_counts "$launches")
+  echo "$launches launches; migrating at launch $ks (FERRY_MIGRATE_KS=\"$ks\" repeats this)"
+  for k in $ks; do
+    rc=$(FERRY_MIGRATE_AT=0:0:launch=$k run "at$k" mapped 8)
+    passed "at$k" "$rc"
+    same_checksum "at$k"
+    migrated "at$k"
+  done
+  ;;
+servers)
+  # to another server and back, and from the process back to a server
+  start_sim_server
+  a="tcp://127.0.0.1:$port/0"
+  export FERRY_DEVICES="$a"
+  start_sim_server
+  b="tcp://127.0.0.1:$port/0"
+  reference 8
+  k1=$((launches / 4)) k2=$((launches / 2)) k3=$((launches * 3 / 4))
+  rc=$(FERRY_MIGRATE_AT="0:$b:launch=$k1,0:$a:launch=$k2" run rr mapped 8)
+  passed rr "$rc"
+  same_checksum rr
+  [ "$(grep -c "now runs on tcp://" "$work/rr.err")" = 2 ] || fail "rr: expected two moves between servers"
+  rc=$(FERRY_MIGRATE_AT="0:0:launch=$k1,0:$b:launch=$k2,0:0:launch=$k3" run lrl mapped 8)
+  passed lrl "$rc"
+  same_checksum lrl
+  [ "$(grep -c "now runs on tcp://" "$work/lrl.err")" = 1 ] || fail "lrl: expected one move back to a server"
+  expect_not_in lrl.err "migration of device .* failed"
+  ;;
+*)
+  echo "unknown case $case_name"
+  exit 2
+  ;;
+esac
+echo "$e2e_name $case_name${helper_policy:+_helper}: PASS"
