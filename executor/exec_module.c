@@ -9,10 +9,12 @@
  */
 #include "executor/exec_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/image.h"
+#include "common/log.h"
 
 /* a sanity bound; kernel parameters are at most 32 KiB */
 #define EXEC_MAX_PARAMS 32768u
@@ -489,6 +491,26 @@ int exec_pack_params(struct ferry_exec *ex, const struct exec_func *f, ferry_blo
   return EXEC_OK;
 }
 
+/* FERRY_SYNC_LAUNCHES=1 (a debugging aid, in the server's environment):
+   each launch is waited for, and one that fails is named with its
+   parameters, which an asynchronous error never is */
+static int sync_launch_check(struct ferry_exec *ex, const struct exec_func *f,
+                             const struct ferry_launch_args *a, CUstream s, int err) {
+  static int on = -1;
+  if (on < 0) on = getenv("FERRY_SYNC_LAUNCHES") && strcmp(getenv("FERRY_SYNC_LAUNCHES"), "1") == 0;
+  if (!on || err) return err;
+  err = CU(ex->d->StreamSynchronize(s));
+  if (err) {
+    char hex[3 * 64 + 1] = "";
+    const unsigned char *p = a->params.ptr;
+    for (uint32_t i = 0; i < a->params.len && i < 64; i++) snprintf(hex + 3 * i, 4, "%02x ", p[i]);
+    ferry_log("launch of %s (grid %ux%ux%u, block %ux%ux%u, %u bytes of parameters: %s) failed: "
+              "cudaError %d", f->name ? f->name : "?", a->gx, a->gy, a->gz, a->bx, a->by, a->bz,
+              a->params.len, hex, err);
+  }
+  return err;
+}
+
 int ferry_x_launch(struct ferry_exec *ex, const struct ferry_launch_args *a,
                    struct ferry_launch_rets *r, struct ferry_io *io) {
   (void)r, (void)io;
@@ -503,12 +525,14 @@ int ferry_x_launch(struct ferry_exec *ex, const struct ferry_launch_args *a,
   if (err)
     return err;
   if (a->attrs.len)
-    return launch_with_attrs(ex, a, f->fn, s, params);
-  if (a->cooperative)
-    return CU(ex->d->LaunchCooperativeKernel(f->fn, a->gx, a->gy, a->gz, a->bx, a->by, a->bz,
-                                             a->shmem, s, params));
-  return CU(ex->d->LaunchKernel(f->fn, a->gx, a->gy, a->gz, a->bx, a->by, a->bz, a->shmem, s,
-                                params, NULL));
+    err = launch_with_attrs(ex, a, f->fn, s, params);
+  else if (a->cooperative)
+    err = CU(ex->d->LaunchCooperativeKernel(f->fn, a->gx, a->gy, a->gz, a->bx, a->by, a->bz,
+                                            a->shmem, s, params));
+  else
+    err = CU(ex->d->LaunchKernel(f->fn, a->gx, a->gy, a->gz, a->bx, a->by, a->bz, a->shmem, s,
+                                 params, NULL));
+  return sync_launch_check(ex, f, a, s, err);
 }
 
 int ferry_x_func_get_attributes(struct ferry_exec *ex, const struct ferry_func_get_attributes_args *a,

@@ -11,6 +11,8 @@
 
 #include <stdio.h>
 
+#include "common/log.h"
+
 static int window_range(struct ferry_exec *ex, const char *call, uint64_t addr, uint64_t size) {
   if (ex->host_hi > ex->host_lo) {
     if (!ex->violation[0])
@@ -40,9 +42,11 @@ int ferry_x_shadow_map(struct ferry_exec *ex, const struct ferry_shadow_map_args
                        struct ferry_shadow_map_rets *r, struct ferry_io *io) {
   (void)r, (void)io;
   if (!window_range(ex, "shadow_map", a->addr, a->size)) return EXEC_INVALID_VALUE;
-  int err = reserve_window(ex);
+  int err = reserve_window(ex), made = 0;
   for (uint64_t at = a->addr; !err && at < a->addr + a->size; at += ex->gran)
-    if (!exec_mapped_at(ex, at, ex->gran)) err = exec_map_at(ex, at, ex->gran);
+    if (!exec_mapped_at(ex, at, ex->gran) && !(err = exec_map_at(ex, at, ex->gran))) made++;
+  ferry_debug("shadow_map 0x%llx + %llu: %d granules mapped now (%d)", (unsigned long long)a->addr,
+              (unsigned long long)a->size, made, err);
   return err;
 }
 
@@ -54,6 +58,7 @@ int ferry_x_shadow_unmap(struct ferry_exec *ex, const struct ferry_shadow_unmap_
   for (uint64_t at = a->addr; at < a->addr + a->size; at += ex->gran)
     if (exec_mapped_at(ex, at, ex->gran)) {
       int e = exec_unmap_at(ex, at, ex->gran);
+      ferry_debug("shadow_unmap 0x%llx (%d)", (unsigned long long)at, e);
       if (!err) err = e;
     }
   return err;

@@ -156,6 +156,8 @@ static int map_shadow(struct ferry_vgpu *v, const struct shadow *s) {
               cudaGetErrorName((cudaError_t)rc));
     return rc;
   }
+  ferry_debug("device %d: shadow of %p (%llu bytes) made", vi, (void *)(uintptr_t)s->addr,
+              (unsigned long long)s->size);
   for (uint64_t c = lo; c < hi; c += g) {
     struct chunk *k = chunk_find(vi, c);
     if (!k) {
@@ -192,7 +194,8 @@ static void unmap_unused(struct ferry_vgpu *v) {
       continue;
     }
     struct ferry_shadow_unmap_args a = {S.v[vi].chunks[i].addr, g};
-    ferry_source_call(v, FERRY_CALL_shadow_unmap, &a, NULL, NULL);
+    int rc = ferry_source_call(v, FERRY_CALL_shadow_unmap, &a, NULL, NULL);
+    ferry_debug("device %d: shadows left 0x%llx (%d)", vi, (unsigned long long)a.addr, rc);
     S.v[vi].chunks[i] = S.v[vi].chunks[--S.v[vi].n];
   }
 }
@@ -413,6 +416,8 @@ void ferry_shadow_forget(const void *p) {
   struct shadow *s = find((uint64_t)(uintptr_t)p);
   if (s) {
     struct ferry_vgpu *v = &ferry.vgpus[s->owner];
+    ferry_debug("device %d: pinned memory %p freed (its shadow %s)", s->owner, p,
+                s->fresh ? "was not made" : "goes");
     if (!s->fresh) unref_chunks(v, s); /* unmapped at v's next exchange */
     __atomic_sub_fetch(&S.live[s->owner], 1, __ATOMIC_RELEASE);
     free(s->twin);

@@ -539,11 +539,9 @@ static int params_op(const CUgraphNodeParams *p, const char *call, struct ferry_
 
 CUresult cuGraphAddNode_v2(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *e,
                            size_t n, CUgraphNodeParams *p) {
-  static const CUgraphEdgeData plain;
   CUresult rc = ferry_cu_ready();
   if (rc) return rc;
-  for (size_t i = 0; e && i < n; i++)
-    if (memcmp(&e[i], &plain, sizeof plain)) return ferry_cu_unsupported("cuGraphAddNode with edge data");
+  if (ferry_edge_data_plain((const cudaGraphEdgeData *)e, n, "cuGraphAddNode")) return CUDA_ERROR_NOT_SUPPORTED;
   if (p && p->type == CU_GRAPH_NODE_TYPE_GRAPH && p->graph.graph == g) return CUDA_ERROR_INVALID_VALUE;
   struct ferry_gop op;
   return add(out, g, deps, n, params_op(p, "cuGraphAddNode", &op), &op);

@@ -15,6 +15,7 @@
 #include "common/image.h"
 #include "common/log.h"
 #include "protocol/layout.h"
+#include "shim/core/shadow.h"
 #include "shim/driver/cu.h"
 #include "shim/runtime/graph.h"
 
@@ -610,6 +611,8 @@ static CUresult launch(CUfunction h, dim3 grid, dim3 block, unsigned shmem, CUst
   ferry_blob packed;
   if ((rc = pack_params(fn.layout, params, extra, &packed))) return rc;
   if (__atomic_load_n(&globals_moved, __ATOMIC_ACQUIRE)) translate_params(fn.layout, v->index, &packed);
+  /* pinned host memory passed to the kernel (zero-copy: XLA's delay kernel) */
+  if ((rc = FERRY_CU_RT(ferry_shadow_scan(v, packed.ptr, packed.len)))) return rc;
   struct ferry_launch_args a = {.func = fn.id,
                                 .gx = grid.x, .gy = grid.y, .gz = grid.z,
                                 .bx = block.x, .by = block.y, .bz = block.z,

@@ -424,13 +424,9 @@ static int begin_to_graph(cudaStream_t s, int per_thread, cudaGraph_t graph,
   for (size_t i = 0; i < n; i++) {
     struct ferry_gnode_obj *d = ferry_gnode_of(deps[i]);
     if (!d || d->graph != g) return cudaErrorInvalidValue;
-    /* edge data other than the default (programmatic ports) is not kept */
-    static const cudaGraphEdgeData plain;
-    if (edges && memcmp(&edges[i], &plain, sizeof plain)) {
-      ferry_log("cudaStreamBeginCaptureToGraph with edge data is not supported by ferry");
-      return cudaErrorNotSupported;
-    }
   }
+  int rc = ferry_edge_data_plain(edges, n, "cudaStreamBeginCaptureToGraph");
+  if (rc) return rc;
   return begin(s, per_thread, g, (struct ferry_gnode_obj *const *)deps, n, mode);
 }
 cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t s, cudaGraph_t graph,
@@ -585,15 +581,11 @@ cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t s, enum cudaStreamCapture
 static int update_deps(cudaStream_t s, int per_thread, cudaGraphNode_t *deps,
                        const cudaGraphEdgeData *edges, size_t n, unsigned flags) {
   if ((n && !deps) || flags > cudaStreamSetCaptureDependencies) return cudaErrorInvalidValue;
-  static const cudaGraphEdgeData plain;
-  for (size_t i = 0; edges && i < n; i++)
-    if (memcmp(&edges[i], &plain, sizeof plain)) {
-      ferry_log("cudaStreamUpdateCaptureDependencies with edge data is not supported by ferry");
-      return cudaErrorNotSupported;
-    }
+  int rc = ferry_edge_data_plain(edges, n, "cudaStreamUpdateCaptureDependencies");
+  if (rc) return rc;
   struct ferry_vgpu *v;
   uint32_t sid;
-  int rc = ferry_stream_resolve(s, per_thread, &v, &sid);
+  rc = ferry_stream_resolve(s, per_thread, &v, &sid);
   if (rc) return rc;
   pthread_mutex_lock(&cap_lock);
   struct capture *c;

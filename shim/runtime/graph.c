@@ -503,19 +503,30 @@ static int edge_add(struct ferry_gnode_obj *from, struct ferry_gnode_obj *to) {
   return 0;
 }
 
-static int check_edges(struct ferry_graph *g, const cudaGraphNode_t *from, const cudaGraphNode_t *to,
-                       const cudaGraphEdgeData *edges, size_t n) {
-  static const cudaGraphEdgeData plain;
-  if (!g || (n && (!from || !to))) return cudaErrorInvalidValue;
-  for (size_t i = 0; i < n; i++) {
-    struct ferry_gnode_obj *f = ferry_gnode_of(from[i]), *t = ferry_gnode_of(to[i]);
-    if (!f || !t || f->graph != g || t->graph != g) return cudaErrorInvalidValue;
-    if (edges && memcmp(&edges[i], &plain, sizeof plain)) {
-      ferry_log("graph edges with edge data are not supported by ferry");
+int ferry_edge_data_plain(const cudaGraphEdgeData *edges, size_t n, const char *call) {
+  for (size_t i = 0; edges && i < n; i++) {
+    const cudaGraphEdgeData *e = &edges[i];
+    int reserved = 0;
+    for (size_t k = 0; k < sizeof e->reserved; k++) reserved |= e->reserved[k];
+    int weaker = e->from_port <= cudaGraphKernelNodePortLaunchCompletion && e->to_port == 0 &&
+                 e->type <= cudaGraphDependencyTypeProgrammatic && !reserved;
+    if (!weaker) {
+      ferry_log("%s with edge data (from port %u, to port %u, type %u) is not supported by ferry; "
+                "returning cudaErrorNotSupported", call, e->from_port, e->to_port, e->type);
       return cudaErrorNotSupported;
     }
   }
   return 0;
+}
+
+static int check_edges(struct ferry_graph *g, const cudaGraphNode_t *from, const cudaGraphNode_t *to,
+                       const cudaGraphEdgeData *edges, size_t n) {
+  if (!g || (n && (!from || !to))) return cudaErrorInvalidValue;
+  for (size_t i = 0; i < n; i++) {
+    struct ferry_gnode_obj *f = ferry_gnode_of(from[i]), *t = ferry_gnode_of(to[i]);
+    if (!f || !t || f->graph != g || t->graph != g) return cudaErrorInvalidValue;
+  }
+  return ferry_edge_data_plain(edges, n, "cudaGraphAddDependencies / cudaGraphRemoveDependencies");
 }
 
 cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t *from,

@@ -97,6 +97,13 @@ int ferry_graph_child_op(cudaGraph_t child, struct ferry_gop *op);
 /* a node's new operation, of the same type (taken over) */
 int ferry_gnode_replace(struct ferry_gnode_obj *n, struct ferry_gop *op);
 /* checks handles (NULL when not one of ours) */
+/* the edge data of n edges (NULL: none) can be kept as ordinary edges: 0,
+   or cudaErrorNotSupported said in one line naming call. A programmatic or
+   launch-order edge lets the downstream kernel start before the upstream
+   one ends; ferry keeps it as a full dependency, which CUDA allows too
+   (cudaGridDependencySynchronize then returns at once): the same results,
+   less overlap. */
+int ferry_edge_data_plain(const cudaGraphEdgeData *edges, size_t n, const char *call);
 struct ferry_graph *ferry_graph_of(const void *h);
 struct ferry_gnode_obj *ferry_gnode_of(const void *h);
 struct ferry_gexec *ferry_gexec_of(const void *h);

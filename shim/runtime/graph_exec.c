@@ -15,6 +15,7 @@
 
 #include "common/log.h"
 #include "protocol/graph.h"
+#include "shim/core/shadow.h"
 #include "shim/core/link.h"
 #include "shim/migrate/migrate.h"
 #include "shim/runtime/graph.h"
@@ -149,6 +150,19 @@ static int exec_live(const struct ferry_gexec *x) {
   return x->vgpu < 0 || x->epoch == __atomic_load_n(&resets[x->vgpu], __ATOMIC_ACQUIRE);
 }
 
+/* pinned host memory the graph's kernels are given (zero-copy) */
+static int scan_kernels(struct ferry_vgpu *v, const struct ferry_graph *g) {
+  int rc = 0;
+  for (uint32_t i = 0; i < g->n && !rc; i++) {
+    const struct ferry_gop *op = &g->nodes[i]->op;
+    if (op->type == cudaGraphNodeTypeKernel)
+      rc = ferry_shadow_scan(v, op->u.kernel.params, op->u.kernel.params_len);
+    else if (op->type == cudaGraphNodeTypeGraph && op->u.child.graph)
+      rc = scan_kernels(v, op->u.child.graph);
+  }
+  return rc;
+}
+
 /* sends x's graph under x's id (a first instantiation or a replacement) */
 static int send_exec(struct ferry_gexec *x) {
   struct emit e = {.vgpu = -1};
@@ -175,6 +189,7 @@ static int send_exec(struct ferry_gexec *x) {
               e.b.nnodes, e.b.len, FERRY_MAX_BODY - 4096);
     rc = cudaErrorNotSupported;
   }
+  if (!rc) rc = scan_kernels(&ferry.vgpus[x->vgpu], x->graph);
   if (!rc) {
     struct ferry_vgpu *v = &ferry.vgpus[x->vgpu];
     struct ferry_graph_instantiate_args a = {

@@ -50,17 +50,13 @@ static int params_op(const struct cudaGraphNodeParams *p, const char *call, stru
 
 cudaError_t cudaGraphAddNode(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps,
                              const cudaGraphEdgeData *edges, size_t n, struct cudaGraphNodeParams *p) {
-  static const cudaGraphEdgeData plain;
   struct ferry_graph *g = ferry_graph_of(graph);
   if (!out || !g || (n && !deps)) return ferry_ret(cudaErrorInvalidValue);
-  for (size_t i = 0; edges && i < n; i++)
-    if (memcmp(&edges[i], &plain, sizeof plain)) {
-      ferry_log("cudaGraphAddNode with edge data is not supported by ferry");
-      return ferry_ret(cudaErrorNotSupported);
-    }
+  int rc = ferry_edge_data_plain(edges, n, "cudaGraphAddNode");
+  if (rc) return ferry_ret(rc);
   if (p && p->type == cudaGraphNodeTypeGraph && p->graph.graph == graph) return ferry_ret(cudaErrorInvalidValue);
   struct ferry_gop op;
-  int rc = params_op(p, "cudaGraphAddNode", &op);
+  rc = params_op(p, "cudaGraphAddNode", &op);
   struct ferry_gnode_obj *node;
   if (!rc) rc = ferry_graph_add(g, &op, (struct ferry_gnode_obj *const *)deps, n, &node);
   if (!rc) *out = (cudaGraphNode_t)node;
