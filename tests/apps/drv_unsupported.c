@@ -30,7 +30,15 @@ int main(void) {
   printf("cuGraphAddHostNode=%s\n", cu_name(r));
   EXPECT(r == CUDA_ERROR_NOT_SUPPORTED);
 
-  /* neither refusal is sticky */
+  /* a JIT option that carries the program's addresses */
+  CUjit_option opt[2] = {CU_JIT_OPTIMIZATION_LEVEL, CU_JIT_GLOBAL_SYMBOL_ADDRESSES};
+  void *addrs[1] = {NULL}, *val[2] = {(void *)3, addrs};
+  CUlinkState link = NULL;
+  r = cuLinkCreate(2, opt, val, &link);
+  printf("cuLinkCreate GLOBAL_SYMBOL_ADDRESSES=%s\n", cu_name(r));
+  EXPECT(r == CUDA_ERROR_NOT_SUPPORTED);
+
+  /* no refusal is sticky */
   CUdeviceptr p;
   unsigned v = 0;
   CU(cuMemAlloc(&p, 64));
