@@ -140,7 +140,6 @@ int main(int argc, char **argv) {
   struct logs g;
   CUlinkState st;
   logs_init(&g);
-  CU_IS(cuLinkAddFile(NULL, CU_JIT_INPUT_PTX, path, 0, NULL, NULL), CUDA_ERROR_INVALID_HANDLE);
   CU(cuLinkCreate(7, g.opt, g.val, &st));
   CU_IS(cuLinkAddFile(st, CU_JIT_INPUT_PTX, path, 0, NULL, NULL), CUDA_ERROR_FILE_NOT_FOUND);
   CU(cuLinkDestroy(st));

@@ -38,6 +38,20 @@ int main(void) {
   printf("cuLinkCreate GLOBAL_SYMBOL_ADDRESSES=%s\n", cu_name(r));
   EXPECT(r == CUDA_ERROR_NOT_SUPPORTED);
 
+  /* a link whose table of inputs (their names) exceeds one message */
+  CU(cuLinkCreate(0, NULL, NULL, &link));
+  static char name[4001];
+  memset(name, 'n', 4000);
+  static const char ptx[] = ".version 9.0\n.target sm_90\n.address_size 64\n";
+  for (int i = 0; i < 300; i++)
+    CU(cuLinkAddData(link, CU_JIT_INPUT_PTX, (void *)ptx, sizeof ptx, name, 0, NULL, NULL));
+  void *cubin;
+  size_t size;
+  r = cuLinkComplete(link, &cubin, &size);
+  printf("cuLinkComplete 300 long names=%s\n", cu_name(r));
+  EXPECT(r == CUDA_ERROR_NOT_SUPPORTED);
+  CU(cuLinkDestroy(link));
+
   /* no refusal is sticky */
   CUdeviceptr p;
   unsigned v = 0;
