@@ -3,7 +3,7 @@
 # on a remote vGPU, and migrated at 50 % of their launches (in-process and
 # onto a ferry-mhelper); the last line of each run's output and its status.
 # usage: bench/run_apps_gpu.sh NEW OUTDIR "APP ARGS" ...   (NEW: bin/ lib/ apps/;
-#   an ARG "@fatbin" is NEW/apps/drv_kernels.fatbin)
+#   an ARG "@fatbin" is NEW/apps/drv_kernels.fatbin, "@FILE" NEW/apps/FILE)
 set -u
 new=$(cd "$1" && pwd)
 out=$2
@@ -23,7 +23,11 @@ for spec in "$@"; do
   app=$1
   shift
   args=()
-  for a in "$@"; do [ "$a" = @fatbin ] && a=$new/apps/drv_kernels.fatbin; args+=("$a"); done
+  for a in "$@"; do
+    [ "$a" = @fatbin ] && a=@drv_kernels.fatbin
+    [ "${a#@}" != "$a" ] && a=$new/apps/${a#@}
+    args+=("$a")
+  done
   LD_LIBRARY_PATH=$native_lib:${LD_LIBRARY_PATH:-} timeout 120 "$new/apps/$app" "${args[@]}" >"$out/${app}_native.txt" 2>&1
   echo "$app native rc=$? | $(tail -n1 "$out/${app}_native.txt")" >>"$table"
   FERRY_DEVICES=$url FERRY_STATS=1 timeout 120 "$new/bin/ferry" run -- "$new/apps/$app" "${args[@]}" >"$out/${app}_remote.txt" 2>"$out/${app}_remote.err"

@@ -157,7 +157,14 @@
      cuuint32_t channels, cuuint32_t pixels, const cuuint32_t *estrides,                      \
      CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,  \
      CUtensorMapFloatOOBfill oob))                                                            \
-  X(TensorMapReplaceAddress, "cuTensorMapReplaceAddress", (CUtensorMap * map, void *addr))
+  X(TensorMapReplaceAddress, "cuTensorMapReplaceAddress", (CUtensorMap * map, void *addr))   \
+  X(LinkCreate, "cuLinkCreate_v2",                                                            \
+    (unsigned int n, CUjit_option *options, void **values, CUlinkState *state))               \
+  X(LinkAddData, "cuLinkAddData_v2",                                                          \
+    (CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name,       \
+     unsigned int n, CUjit_option *options, void **values))                                   \
+  X(LinkComplete, "cuLinkComplete", (CUlinkState state, void **cubin, size_t *size))          \
+  X(LinkDestroy, "cuLinkDestroy", (CUlinkState state))
 
 struct ferry_driver {
   const char *name; /* "cuda" or "sim" */

@@ -29,7 +29,7 @@ uint64_t sim_total_mem(void);
 /* every handle the simulation gives out starts with its kind, and lives in
    a registry so that destroyed or made-up handles are recognised */
 enum sim_kind { SIM_STREAM = 1, SIM_EVENT, SIM_MODULE, SIM_FUNC, SIM_MEMHANDLE, SIM_ARRAY,
-                SIM_TEXOBJ, SIM_SURFOBJ, SIM_GRAPH, SIM_GRAPH_NODE, SIM_GRAPH_EXEC };
+                SIM_TEXOBJ, SIM_SURFOBJ, SIM_GRAPH, SIM_GRAPH_NODE, SIM_GRAPH_EXEC, SIM_LINK };
 struct sim_obj {
   enum sim_kind kind;
   /* the device whose context was current at creation (sim_register sets
@@ -210,6 +210,11 @@ void sim_module_free(struct sim_module *m);
    anything else cuModuleLoadData does not take */
 CUresult sim_image_kernels(const void *image, char ***names, size_t *n, int *named);
 void sim_image_names_free(char **names, size_t n);
+/* a PTX text's form as far as the simulation checks it (a module header,
+   braces that close): CUDA_ERROR_INVALID_PTX with ptxas's kind of line in why */
+CUresult sim_ptx_check(const char *text, char *why, size_t n);
+/* the device functions a PTX text defines and those it declares .extern */
+CUresult sim_ptx_funcs(const char *text, char ***defined, size_t *nd, char ***externs, size_t *ne);
 /* frees an array, texture or surface object (already unregistered) */
 void sim_array_obj_free(struct sim_obj *o);
 /* bytes per element of an array format with n channels; 0: invalid */
@@ -229,6 +234,8 @@ CUresult sim_check_attr(const struct sim_func *f, const CUlaunchConfig *c,
 CUresult sim_launch_ex(const CUlaunchConfig *c, struct sim_func *f, void **params, void **extra);
 /* frees a graph with its nodes, or an executable graph (sim_graph.c; already unregistered) */
 void sim_graph_obj_free(struct sim_obj *o);
+/* frees a pending JIT link (sim_link.c; already unregistered) */
+void sim_link_free(struct sim_obj *o);
 
 uint64_t sim_now_ns(void);
 

@@ -138,6 +138,10 @@ void sim_ctx_destroy_objects(int dev) {
       sim_unregister(o);
       sim_graph_obj_free(o);
       walk_items[i] = NULL;
+    } else if (o->kind == SIM_LINK) {
+      sim_unregister(o);
+      sim_link_free(o);
+      walk_items[i] = NULL;
     } else if (o->kind == SIM_ARRAY || o->kind == SIM_TEXOBJ || o->kind == SIM_SURFOBJ) {
       sim_unregister(o); /* context-owned too (sim_array.c) */
       sim_array_obj_free(o);

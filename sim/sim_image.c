@@ -8,6 +8,7 @@
  */
 #include "sim/sim.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,5 +167,85 @@ CUresult sim_image_kernels(const void *image, char ***names, size_t *n, int *nam
   *names = nm.v;
   *n = nm.n;
   *named = 1;
+  return CUDA_SUCCESS;
+}
+
+/* the line of text's offset at (1-based), for ptxas-like messages */
+static unsigned line_of(const char *text, const char *at) {
+  unsigned line = 1;
+  for (const char *p = text; p < at; p++)
+    line += *p == '\n';
+  return line;
+}
+
+/* what the simulation can tell of a PTX text's form: a module header, and
+   braces that close (a truncated or mangled text fails so, as with ptxas) */
+CUresult sim_ptx_check(const char *text, char *why, size_t n) {
+  if (!strstr(text, ".version") || !strstr(text, ".target")) {
+    snprintf(why, n, "ptxas application ptx input, line 1; fatal   : Missing .version or .target directive");
+    return CUDA_ERROR_INVALID_PTX;
+  }
+  long depth = 0;
+  for (const char *p = text; *p; p++) {
+    if (p[0] == '/' && p[1] == '/') { /* comments may hold anything */
+      while (p[1] && p[1] != '\n')
+        p++;
+      continue;
+    }
+    depth += (*p == '{') - (*p == '}');
+    if (depth < 0) {
+      snprintf(why, n, "ptxas application ptx input, line %u; fatal   : Parsing error near '}': syntax error",
+               line_of(text, p));
+      return CUDA_ERROR_INVALID_PTX;
+    }
+  }
+  if (depth) {
+    snprintf(why, n, "ptxas application ptx input, line %u; fatal   : Parsing error near '': syntax error",
+             line_of(text, text + strlen(text)));
+    return CUDA_ERROR_INVALID_PTX;
+  }
+  return CUDA_SUCCESS;
+}
+
+/* `.func` declarations: `[.extern|.visible|.weak] .func [(ret)] name(`,
+   each into defined or externs */
+CUresult sim_ptx_funcs(const char *text, char ***defined, size_t *nd, char ***externs, size_t *ne) {
+  struct names d = {0}, e = {0};
+  int oom = 0;
+  for (const char *p = strstr(text, ".func"); p && !oom; p = strstr(p, ".func")) {
+    int starts = p == text || space(p[-1]);
+    const char *line = p;
+    while (line > text && line[-1] != '\n')
+      line--;
+    p += 5;
+    if (!starts || !(space(*p) || *p == '('))
+      continue;
+    while (space(*p))
+      p++;
+    if (*p == '(') { /* the return value */
+      const char *close = strchr(p, ')');
+      if (!close)
+        break;
+      p = close + 1;
+      while (space(*p))
+        p++;
+    }
+    size_t len = 0;
+    while (ident_char(p[len]))
+      len++;
+    if (!len)
+      continue;
+    /* .extern before .func on its line */
+    const char *ext = strstr(line, ".extern");
+    int is_extern = ext && ext < p;
+    oom = add_name(is_extern ? &e : &d, p, len);
+    p += len;
+  }
+  if (oom) {
+    sim_image_names_free(d.v, d.n);
+    sim_image_names_free(e.v, e.n);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *defined = d.v, *nd = d.n, *externs = e.v, *ne = e.n;
   return CUDA_SUCCESS;
 }

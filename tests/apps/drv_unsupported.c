@@ -30,7 +30,29 @@ int main(void) {
   printf("cuGraphAddHostNode=%s\n", cu_name(r));
   EXPECT(r == CUDA_ERROR_NOT_SUPPORTED);
 
-  /* neither refusal is sticky */
+  /* a JIT option that carries the program's addresses */
+  CUjit_option opt[2] = {CU_JIT_OPTIMIZATION_LEVEL, CU_JIT_GLOBAL_SYMBOL_ADDRESSES};
+  void *addrs[1] = {NULL}, *val[2] = {(void *)3, addrs};
+  CUlinkState link = NULL;
+  r = cuLinkCreate(2, opt, val, &link);
+  printf("cuLinkCreate GLOBAL_SYMBOL_ADDRESSES=%s\n", cu_name(r));
+  EXPECT(r == CUDA_ERROR_NOT_SUPPORTED);
+
+  /* a link whose table of inputs (their names) exceeds one message */
+  CU(cuLinkCreate(0, NULL, NULL, &link));
+  static char name[4001];
+  memset(name, 'n', 4000);
+  static const char ptx[] = ".version 9.0\n.target sm_90\n.address_size 64\n";
+  for (int i = 0; i < 300; i++)
+    CU(cuLinkAddData(link, CU_JIT_INPUT_PTX, (void *)ptx, sizeof ptx, name, 0, NULL, NULL));
+  void *cubin;
+  size_t size;
+  r = cuLinkComplete(link, &cubin, &size);
+  printf("cuLinkComplete 300 long names=%s\n", cu_name(r));
+  EXPECT(r == CUDA_ERROR_NOT_SUPPORTED);
+  CU(cuLinkDestroy(link));
+
+  /* no refusal is sticky */
   CUdeviceptr p;
   unsigned v = 0;
   CU(cuMemAlloc(&p, 64));

@@ -11,6 +11,8 @@
 #   drv_mempool      C, -lcuda: stream-ordered allocation and pools (mempool.sh)
 #   drv_vmm          C, -lcuda: program VMM, an expandable segment as PyTorch grows one
 #   drv_graphs       C, -lcuda: stream capture and CUDA graphs (graphs.sh runs it)
+#   drv_jitlink      C, -lcuda: JIT linking (cuLink*) of drv_jit_step.ptx with
+#                    drv_jit_mix.ptx (both nvcc -ptx -rdc=true)
 set(FERRY_DRV_SRC ${CMAKE_SOURCE_DIR}/tests/apps)
 set(FERRY_DRV_STUBS ${CUDA_HOME}/lib64/stubs)
 set(FERRY_DRV_CFLAGS -std=c11 -O2 -Wall -Wextra)
@@ -32,9 +34,21 @@ add_custom_command(
   COMMENT "nvcc -fatbin/-cubin/-ptx drv_kernels.cu"
   VERBATIM)
 
+# drv_jitlink's two PTX pieces: a kernel calling an extern device function, and the function
+add_custom_command(
+  OUTPUT ${FERRY_APP_DIR}/drv_jit_step.ptx ${FERRY_APP_DIR}/drv_jit_mix.ptx
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${FERRY_APP_DIR}
+  COMMAND ${FERRY_NVCC} -ptx -rdc=true -arch=sm_90 -o ${FERRY_APP_DIR}/drv_jit_step.ptx
+          ${FERRY_DRV_SRC}/drv_jit_step.cu
+  COMMAND ${FERRY_NVCC} -ptx -rdc=true -arch=sm_90 -o ${FERRY_APP_DIR}/drv_jit_mix.ptx
+          ${FERRY_DRV_SRC}/drv_jit_mix.cu
+  DEPENDS ${FERRY_DRV_SRC}/drv_jit_step.cu ${FERRY_DRV_SRC}/drv_jit_mix.cu
+  COMMENT "nvcc -ptx -rdc=true drv_jit_step.cu drv_jit_mix.cu"
+  VERBATIM)
+
 set(FERRY_DRV_DEPS ${FERRY_DRV_SRC}/drv_check.h ${FERRY_DRV_SRC}/cuda_check.h)
 # C programs: the host compiler, cuda.h, the driver stub; nothing of ferry's
-foreach(app drv_tour drv_unsupported drv_export drv_mempool drv_vmm drv_graphs)
+foreach(app drv_tour drv_unsupported drv_export drv_mempool drv_vmm drv_graphs drv_jitlink)
   add_custom_command(
     OUTPUT ${FERRY_APP_DIR}/${app}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${FERRY_APP_DIR}
@@ -65,11 +79,12 @@ add_custom_target(ferry_driver_apps ALL
           ${FERRY_APP_DIR}/drv_mixed ${FERRY_APP_DIR}/drv_unsupported ${FERRY_APP_DIR}/drv_export
           ${FERRY_APP_DIR}/drv_mempool
           ${FERRY_APP_DIR}/drv_vmm
-          ${FERRY_APP_DIR}/drv_graphs)
+          ${FERRY_APP_DIR}/drv_graphs
+          ${FERRY_APP_DIR}/drv_jitlink ${FERRY_APP_DIR}/drv_jit_step.ptx)
 
 set(FERRY_DRIVER_CASES tour tour_static mixed unsupported no_config export_tables
     migrate_tour migrate_tour_static migrate_mixed migrate_tour_helper migrate_mixed_helper
-    vmm migrate_vmm migrate_vmm_helper)
+    vmm migrate_vmm migrate_vmm_helper jitlink migrate_jitlink migrate_jitlink_helper)
 foreach(case ${FERRY_DRIVER_CASES})
   add_test(NAME e2e_driver_${case}
            COMMAND sh ${CMAKE_SOURCE_DIR}/tests/e2e/driver.sh ${CMAKE_BINARY_DIR} ${case})

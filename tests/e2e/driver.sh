@@ -23,6 +23,7 @@ export FERRY_LOCAL_BACKEND=sim FERRY_SIM_KERNELS="$apps/app_twins.so" FERRY_CONT
 unset FERRY_MIGRATE_AT FERRY_FAULT FERRY_SIM_TOTAL_MEM FERRY_MHELPER
 [ -z "$helper_policy" ] || export FERRY_MHELPER=$helper_policy
 kernels="$apps/drv_kernels.fatbin $apps/drv_kernels.cubin $apps/drv_kernels.ptx"
+jitptx="$apps/drv_jit_step.ptx $apps/drv_jit_mix.ptx"
 iters=24
 
 start_server() {
@@ -99,6 +100,10 @@ unsupported)
   toured unsupported "$rc"
   expect_in unsupported.out "cuMemAllocManaged=CUDA_ERROR_NOT_SUPPORTED"
   expect_in unsupported.out "cuGraphAddHostNode=CUDA_ERROR_NOT_SUPPORTED"
+  expect_in unsupported.out "cuLinkCreate GLOBAL_SYMBOL_ADDRESSES=CUDA_ERROR_NOT_SUPPORTED"
+  expect_in unsupported.err "ferry: cuLinkCreate with CU_JIT_GLOBAL_SYMBOL_ADDRESSES is not supported by ferry"
+  expect_in unsupported.out "cuLinkComplete 300 long names=CUDA_ERROR_NOT_SUPPORTED"
+  expect_in unsupported.err "ferry: cuLinkComplete of a link whose options and names come to 1[0-9]* bytes (more than the 1044480 of one message) is not supported by ferry"
   # one line per call, however often it is called (cuMemAllocManaged: twice)
   for call in cuMemAllocManaged cuGraphAddHostNode; do
     n=$(grep -ci "$call.*not supported" "$work/unsupported.err")
@@ -212,6 +217,32 @@ migrate_vmm)
   fi
   echo "$case_name: $launches launches; migrating at launch $ks (FERRY_MIGRATE_KS=\"$ks\" repeats this)"
   migrate_at "$ks" at drv_vmm "$apps/drv_kernels.fatbin"
+  ;;
+jitlink)
+  # cuLink* linked on the server: two PTX pieces, from data and from a
+  # file, loaded and run; broken links fail with an error log
+  start_server
+  rc=$(FERRY_STATS=1 run jitlink drv_jitlink $jitptx $iters)
+  toured jitlink "$rc"
+  expect_in jitlink.out "^iterations: $iters$"
+  expect_in jitlink.out "^info log: ptxas info    : Compiling entry function 'jit_step'"
+  expect_in jitlink.out "^broken PTX: CUDA_ERROR_INVALID_PTX$"
+  expect_in jitlink.out "^error log: ptxas application ptx input, line [0-9]*; fatal   : Parsing error"
+  expect_in jitlink.out "^missing function: CUDA_ERROR_INVALID_IMAGE$"
+  expect_in jitlink.out "^error log: error   : Undefined reference to 'jit_mix'"
+  [ "$(calls jitlink link_complete)" = 4 ] || fail "expected 4 link_complete calls, got $(calls jitlink link_complete)"
+  ! grep -qi "not supported" "$work/jitlink.err" || fail "a call of drv_jitlink was refused"
+  ;;
+migrate_jitlink)
+  # moved at launches through the loop: the linked modules are loaded
+  # again on the target from their images, and the results are the same
+  start_server
+  reference ref drv_jitlink $jitptx $iters
+  if [ -n "${FERRY_MIGRATE_KS:-}" ]; then ks=$FERRY_MIGRATE_KS; else
+    ks="1 2 $((launches / 2)) $((launches - 1)) $(shuf -i 1-"$launches" -n 1)"
+  fi
+  echo "$case_name: $launches launches; migrating at launch $ks (FERRY_MIGRATE_KS=\"$ks\" repeats this)"
+  migrate_at "$ks" at drv_jitlink $jitptx $iters
   ;;
 *)
   fail "unknown case"

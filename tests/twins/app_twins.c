@@ -404,6 +404,15 @@ static void drv_fold(const struct ferry_twin_thread *t, const unsigned char *par
   FOR_BLOCK_THREADS(t, i) if ((int)i < n) y[i] += x[i] ^ i;
 }
 
+/* jit_step(unsigned *x, int n, unsigned k) of tests/apps/drv_jit_step.cu, with
+   drv_jit_mix.cu's jit_mix linked in at run time: x[i] = jit_mix(x[i], k + i) */
+static void jit_step(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *x = ARG(unsigned *, 0);
+  int n = ARG(int, 8);
+  unsigned k = ARG(unsigned, 12), i = global_x(t);
+  if ((int)i < n) x[i] = (x[i] ^ (x[i] >> 7)) * 2654435761u + k + i;
+}
+
 /* mx_add(unsigned *x, int n, unsigned k) of tests/apps/drv_mixed.cu: x[i] = (x[i] ^ k) + 3i */
 static void mx_add(const struct ferry_twin_thread *t, const unsigned char *params) {
   unsigned *x = ARG(unsigned *, 0);
@@ -499,6 +508,7 @@ const struct ferry_twin ferry_twins[] = {
     {"drv_mix", drv_mix, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {"_Z8drv_foldPjPKji", drv_fold, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
     {"_Z6mx_addPjij", mx_add, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
+    {"jit_step", jit_step, 0, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {"_Z9pool_fillPjij", pool_fill, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {"_Z10pool_accumPjPKji", pool_accum, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
     {"_Z6g_axpbPjijj", g_axpb, 1, 4, {{0, 8}, {8, 4}, {12, 4}, {16, 4}}},

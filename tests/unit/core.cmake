@@ -39,3 +39,6 @@ target_link_libraries(test_setting PRIVATE ferry_common)
 # the graph node blob (protocol/graph.c): round trip and every malformed case
 ferry_unit_test(test_graph ${CMAKE_SOURCE_DIR}/tests/unit/test_graph.c)
 target_link_libraries(test_graph PRIVATE ferry_protocol)
+# cuLink*'s blobs (protocol/jitlink.c): which options travel, round trip, malformed
+ferry_unit_test(test_jitlink ${CMAKE_SOURCE_DIR}/tests/unit/test_jitlink.c)
+target_link_libraries(test_jitlink PRIVATE ferry_protocol)

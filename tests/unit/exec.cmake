@@ -9,3 +9,8 @@ ferry_unit_test(test_graph_exec ${CMAKE_CURRENT_LIST_DIR}/test_graph_exec.c)
 target_link_libraries(test_graph_exec PRIVATE ferry_replay ferry_recorder ferry_executor ferry_sim)
 target_compile_definitions(test_graph_exec PRIVATE UNIT_TWINS="$<TARGET_FILE:ferry_unit_twins>")
 add_dependencies(test_graph_exec ferry_unit_twins)
+# JIT linking (exec_link.c): link_complete's answers, failures and malformed requests
+ferry_unit_test(test_exec_link ${CMAKE_CURRENT_LIST_DIR}/test_exec_link.c)
+target_link_libraries(test_exec_link PRIVATE ferry_executor ferry_sim)
+target_compile_definitions(test_exec_link PRIVATE UNIT_TWINS="$<TARGET_FILE:ferry_unit_twins>")
+add_dependencies(test_exec_link ferry_unit_twins)

@@ -21,3 +21,10 @@ add_dependencies(test_sim_multi ferry_unit_twins)
 add_test(NAME test_sim_bad_gpus COMMAND test_sim)
 set_tests_properties(test_sim_bad_gpus PROPERTIES ENVIRONMENT FERRY_SIM_GPUS=9 TIMEOUT 120
   PASS_REGULAR_EXPRESSION "FERRY_SIM_GPUS=9 is not in 1\\.\\.8.*PASSED")
+
+# JIT linking on the simulation (sim/sim_link.c)
+ferry_unit_test(test_sim_link ${CMAKE_CURRENT_LIST_DIR}/test_sim_link.c)
+target_link_libraries(test_sim_link PRIVATE ferry_sim ferry_executor)
+target_compile_definitions(test_sim_link PRIVATE UNIT_TWINS="$<TARGET_FILE:ferry_unit_twins>"
+  IMAGE_DIR="${FERRY_TEST_IMAGE_DIR}")
+add_dependencies(test_sim_link ferry_unit_twins ferry_test_images)

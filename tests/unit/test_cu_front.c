@@ -101,7 +101,10 @@ static void test_served_and_refused(void **state) {
                         "cuMemcpyDtoH_v2", "cuLibraryGetKernel", "cuCtxSynchronize_v2",
                         "cuLibraryGetGlobal", "cuMemFree_v2", "cuLibraryUnload", "cuDevicePrimaryCtxRelease",
                         "cuGetExportTable", "cuEventElapsedTime", "cuEventElapsedTime_v2",
-                        "cuStreamGetCaptureInfo_v2", "cuCtxCreate_v2", "cuDeviceGetPCIBusId"};
+                        "cuStreamGetCaptureInfo_v2", "cuCtxCreate_v2", "cuDeviceGetPCIBusId",
+                        /* JIT linking, both names of each (link.c) */
+                        "cuLinkCreate", "cuLinkCreate_v2", "cuLinkAddData", "cuLinkAddData_v2",
+                        "cuLinkAddFile", "cuLinkAddFile_v2", "cuLinkComplete", "cuLinkDestroy"};
   for (size_t i = 0; i < sizeof must / sizeof *must; i++) {
     if (!served(must[i])) fail_msg("%s is not served", must[i]);
   }
