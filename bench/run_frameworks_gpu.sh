@@ -6,7 +6,9 @@
 # usage: bench/run_frameworks_gpu.sh NEW OUTDIR [CASE...]
 #   NEW: bin/ and lib/ of the build; CASE: a workload, or workload@variant
 #   (async: PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync; expand:
-#   expandable_segments:True; nocb: XLA command buffers off).
+#   expandable_segments:True; nocb: XLA command buffers off; noat: XLA's
+#   autotuner off, so that its timing-based choice of GEMM kernels cannot
+#   change the bits of the result between runs).
 #   MOVES="25 50 75 back" (default) picks the migrations; MOVES=none, none.
 #   LUPINE_DIR=.gpu/lupine: each case also through Lupine (bench/lupine.md).
 set -u
@@ -38,8 +40,11 @@ for c in $cases; do
   async) envs=(PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync) ;;
   expand) envs=(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) ;;
   nocb) envs=(XLA_FLAGS=--xla_gpu_enable_command_buffer=) ;;
+  noat) envs=(XLA_FLAGS=--xla_gpu_autotune_level=0) ;;
   esac
-  case $name in jax*) envs+=(JAX_PLATFORMS=cuda) ;; esac
+  # JAX takes 75 % of the GPU at start; here the server's vGPU and the
+  # migration's target share one GPU, so each takes 30 %
+  case $name in jax*) envs+=(JAX_PLATFORMS=cuda XLA_PYTHON_CLIENT_MEM_FRACTION=0.3) ;; esac
   tag=${c/@/_}
   env "${envs[@]}" timeout "$T" python3 "$w" "$name" >"$out/${tag}_native.txt" 2>"$out/${tag}_native.err"
   echo "$c native rc=$? $(line "$out/${tag}_native.txt")" >>"$table"

@@ -33,7 +33,7 @@
 
 #define PAGE 4096u
 #define PULL_WHOLE (256u * 1024u) /* shadows this small come back whole: one round trip */
-#define MIXED_STREAMS UINT32_MAX
+#define SOME_STREAM UINT32_MAX /* an event's: which stream is not known */
 
 struct shadow {
   uint64_t addr, size; /* page-aligned */
@@ -55,8 +55,10 @@ static struct {
   struct {
     struct chunk *chunks; /* mapped on the vGPU's current server */
     size_t n, cap;
-    uint32_t dirty_stream; /* device work since the last full pull: its stream, or MIXED */
-    int dirty;
+    /* the streams of work on mapped memory not yet waited for; all: too
+       many to list, or waited for by an event */
+    uint32_t dirty[8];
+    int ndirty, dirty_all;
     uint64_t pushed, pulled; /* bytes, for FERRY_STATS and the tests */
   } v[FERRY_MAX_VGPUS];
   int live[FERRY_MAX_VGPUS]; /* shadows per vGPU (atomic: the fast path reads it unlocked) */
@@ -122,17 +124,23 @@ int ferry_shadow_expose(struct ferry_vgpu *v, uint64_t addr) {
   return rc;
 }
 
+/* this thread's next call works on mapped memory */
+static __thread int touching;
+void ferry_shadow_touch(void) { touching = 1; }
+
 int ferry_shadow_scan(struct ferry_vgpu *v, const void *params, size_t len) {
   const unsigned char *p = params;
+  int hit = 0;
   for (size_t at = 0; at + 8 <= len; at += 8) {
     uint64_t w;
     memcpy(&w, p + at, 8);
     if (w - FERRY_HOST_WINDOW_BASE >= FERRY_HOST_WINDOW_SIZE) continue;
     int rc = ferry_shadow_expose(v, w);
-    if (rc > 0) continue; /* not pinned memory: nothing to do */
-    if (rc) return rc;
+    if (rc > 1) return rc;
+    if (!rc) hit = 1;
   }
-  return 0;
+  if (hit) touching = 1;
+  return hit ? FERRY_SHADOW_HIT : 0;
 }
 
 /* ---- the chunks a server maps ---- */
@@ -372,13 +380,34 @@ static int64_t waits_for(unsigned call, const void *args) {
   case FERRY_CALL_memcpy2d_dtoh: return ((const struct ferry_memcpy2d_dtoh_args *)args)->stream;
   case FERRY_CALL_memcpy3d_dtoh: return ((const struct ferry_memcpy3d_dtoh_args *)args)->stream;
   case FERRY_CALL_event_synchronize:
-  case FERRY_CALL_event_query: return MIXED_STREAMS; /* some stream: pull, stay dirty */
+  case FERRY_CALL_event_query: return SOME_STREAM; /* pull, stay dirty */
   default: return -1;
   }
 }
 
+static void mark_dirty(int vi, uint32_t stream) {
+  if (S.v[vi].dirty_all) return;
+  for (int i = 0; i < S.v[vi].ndirty; i++)
+    if (S.v[vi].dirty[i] == stream) return;
+  if (S.v[vi].ndirty == (int)(sizeof S.v[vi].dirty / sizeof S.v[vi].dirty[0])) S.v[vi].dirty_all = 1;
+  else S.v[vi].dirty[S.v[vi].ndirty++] = stream;
+}
+
+/* the wait covered stream's work (WHOLE_DEVICE: all of it) */
+static void waited_for(int vi, uint32_t stream) {
+  if (stream == WHOLE_DEVICE) {
+    S.v[vi].ndirty = S.v[vi].dirty_all = 0;
+    return;
+  }
+  for (int i = 0; i < S.v[vi].ndirty; i++)
+    if (S.v[vi].dirty[i] == stream) S.v[vi].dirty[i--] = S.v[vi].dirty[--S.v[vi].ndirty];
+}
+
+/* Only work that names mapped memory (its kernels are given a pinned
+   pointer, a memset or copy names one) sends the host's changes first and
+   leaves pages to bring back; any wait for the device brings them back. */
 int ferry_shadow_before(struct ferry_vgpu *v, unsigned call, const void *args) {
-  if (!__atomic_load_n(&S.live[v->index], __ATOMIC_ACQUIRE) || !remote(v)) return 0;
+  if (!touching || !__atomic_load_n(&S.live[v->index], __ATOMIC_ACQUIRE) || !remote(v)) return 0;
   int64_t stream = device_work(call, args);
   if (stream < 0) return 0;
   pthread_mutex_lock(&S.lock);
@@ -388,22 +417,17 @@ int ferry_shadow_before(struct ferry_vgpu *v, unsigned call, const void *args) {
 }
 
 int ferry_shadow_after(struct ferry_vgpu *v, unsigned call, const void *args, int rc) {
+  int touched = touching;
+  touching = 0;
   if (rc || !__atomic_load_n(&S.live[v->index], __ATOMIC_ACQUIRE) || !remote(v)) return rc;
-  int64_t work = device_work(call, args), waited = waits_for(call, args);
+  int64_t work = touched ? device_work(call, args) : -1, waited = waits_for(call, args);
   if (work < 0 && waited < 0) return rc;
   pthread_mutex_lock(&S.lock);
   int vi = v->index;
-  if (work >= 0) {
-    if (!S.v[vi].dirty) S.v[vi].dirty_stream = (uint32_t)work;
-    else if (S.v[vi].dirty_stream != (uint32_t)work) S.v[vi].dirty_stream = MIXED_STREAMS;
-    S.v[vi].dirty = 1;
-  }
-  if (waited >= 0 && S.v[vi].dirty) {
+  if (work >= 0) mark_dirty(vi, (uint32_t)work);
+  if (waited >= 0 && (S.v[vi].ndirty || S.v[vi].dirty_all)) {
     rc = pull(v);
-    /* clean once the wait covered all the work since the last pull */
-    if (!rc && (waited == WHOLE_DEVICE ||
-                (waited != MIXED_STREAMS && (uint32_t)waited == S.v[vi].dirty_stream)))
-      S.v[vi].dirty = 0;
+    if (!rc && waited != SOME_STREAM) waited_for(vi, (uint32_t)waited);
     if (rc) ferry_log("device %d: bringing back pinned host memory its kernels wrote failed (%s)",
                       vi, cudaGetErrorName((cudaError_t)rc));
   }
@@ -431,7 +455,7 @@ int ferry_shadow_settle(struct ferry_vgpu *v) {
   if (!__atomic_load_n(&S.live[v->index], __ATOMIC_ACQUIRE) || !remote(v)) return 0;
   pthread_mutex_lock(&S.lock);
   int rc = pull(v);
-  if (!rc) S.v[v->index].dirty = 0;
+  if (!rc) waited_for(v->index, WHOLE_DEVICE);
   pthread_mutex_unlock(&S.lock);
   return rc;
 }
@@ -439,7 +463,7 @@ int ferry_shadow_settle(struct ferry_vgpu *v) {
 void ferry_shadow_switched(struct ferry_vgpu *v) {
   pthread_mutex_lock(&S.lock);
   S.v[v->index].n = 0; /* the old server's mappings went with its session */
-  S.v[v->index].dirty = 0;
+  waited_for(v->index, WHOLE_DEVICE);
   for (size_t i = 0; i < S.n; i++)
     if (S.tab[i].owner == v->index) S.tab[i].fresh = 1;
   pthread_mutex_unlock(&S.lock);

@@ -10,8 +10,14 @@
    line, where ferry cannot make one (cudaHostRegister'ed memory on a
    server, a block two vGPUs use) */
 int ferry_shadow_expose(struct ferry_vgpu *v, uint64_t addr);
-/* exposes every pinned block a launch's packed parameters point into */
+/* exposes every pinned block a launch's packed parameters point into:
+   FERRY_SHADOW_HIT when there is one (this thread's next call then counts
+   as work on mapped memory), 0 when none, or a cudaError_t */
+#define FERRY_SHADOW_HIT (-1)
 int ferry_shadow_scan(struct ferry_vgpu *v, const void *params, size_t len);
+/* this thread's next call is work on mapped memory (a graph whose kernels
+   are given some) */
+void ferry_shadow_touch(void);
 /* the block at p was freed or unregistered */
 void ferry_shadow_forget(const void *p);
 /* around a call on v, v's gate held (remote.c): before device work, the

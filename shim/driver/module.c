@@ -610,9 +610,9 @@ static CUresult launch(CUfunction h, dim3 grid, dim3 block, unsigned shmem, CUst
   if (shmem > DEFAULT_DYNAMIC_SMEM && (int)shmem > *fn.max_dynamic_smem) return CUDA_ERROR_INVALID_VALUE;
   ferry_blob packed;
   if ((rc = pack_params(fn.layout, params, extra, &packed))) return rc;
-  if (__atomic_load_n(&globals_moved, __ATOMIC_ACQUIRE)) translate_params(fn.layout, v->index, &packed);
   /* pinned host memory passed to the kernel (zero-copy: XLA's delay kernel) */
-  if ((rc = FERRY_CU_RT(ferry_shadow_scan(v, packed.ptr, packed.len)))) return rc;
+  int scanned = ferry_shadow_scan(v, packed.ptr, packed.len);
+  if (scanned > 0) return FERRY_CU_RT(scanned);
   struct ferry_launch_args a = {.func = fn.id,
                                 .gx = grid.x, .gy = grid.y, .gz = grid.z,
                                 .bx = block.x, .by = block.y, .bz = block.z,
@@ -621,9 +621,14 @@ static CUresult launch(CUfunction h, dim3 grid, dim3 block, unsigned shmem, CUst
                                 .cooperative = (flags & FERRY_LAUNCH_COOPERATIVE) != 0,
                                 .params = packed,
                                 .attrs = attrs};
-  /* a capturing stream's launch becomes a kernel node */
+  /* a capturing stream's launch becomes a kernel node, with the addresses
+     the program was given: the graph's are translated where it is sent */
   int captured = ferry_capture_launch(v, sid, &a, fn.layout, h);
   if (captured) return FERRY_CU_RT(FERRY_CAPTURE_DONE(captured));
+  if (__atomic_load_n(&globals_moved, __ATOMIC_ACQUIRE)) {
+    translate_params(fn.layout, v->index, &packed);
+    a.params = packed;
+  }
   ferry_migrate_at_launch(v->index);
   return FERRY_CU_RT(ferry_call(v, FERRY_CALL_launch, &a, NULL, NULL));
 }

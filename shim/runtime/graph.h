@@ -72,6 +72,9 @@ struct ferry_gexec {
   uint32_t id; /* the wire id of the executable graph */
   unsigned long long flags;
   struct ferry_graph *graph; /* the copy it was made from (nodes' orig: the program's) */
+  int touches_mapped;        /* its kernels are given pinned host memory (shim/core/shadow.c) */
+  uint64_t generation;       /* its vGPU's when it was last sent: a migration moved module
+                                variables its nodes may name, so it is sent again */
 };
 
 /* ---- graphs and nodes (graph.c) ---- */

@@ -15,6 +15,8 @@
 
 #include "common/log.h"
 #include "protocol/graph.h"
+#include "protocol/layout.h"
+#include "shim/core/hooks.h"
 #include "shim/core/shadow.h"
 #include "shim/core/link.h"
 #include "shim/migrate/migrate.h"
@@ -23,8 +25,16 @@
 /* ---- the blob ---- */
 struct emit {
   struct ferry_gbuf b;
-  int vgpu; /* -1 until a node names one */
+  int vgpu;   /* -1 until a node names one */
+  int target; /* the vGPU it goes to, when known (module variables are looked up there) */
 };
+
+/* A module variable's address the driver front end handed out, where the
+   variable lives now (it moves with each migration: the driver picks it
+   on each GPU). XLA passes its constants' addresses so. */
+static uint64_t now_at(int vgpu, uint64_t addr) {
+  return vgpu >= 0 && ferry_hooks.global_now ? ferry_hooks.global_now(vgpu, addr) : addr;
+}
 
 static int put(struct emit *e, const struct ferry_gnode *n, uint32_t *index) {
   *index = e->b.nnodes;
@@ -52,6 +62,7 @@ static int emit_node(struct emit *e, const struct ferry_gnode_obj *n, const uint
   }
   struct ferry_gnode gn = {.ndeps = ndeps ? ndeps : nroot, .deps = ndeps ? deps : root};
   int rc = 0;
+  unsigned char *moved = NULL; /* kernel parameters with module variables where they are now */
   /* a disabled node keeps its place and edges, and does nothing */
   switch (n->disabled ? cudaGraphNodeTypeEmpty : op->type) {
   case cudaGraphNodeTypeKernel:
@@ -62,16 +73,34 @@ static int emit_node(struct emit *e, const struct ferry_gnode_obj *n, const uint
     gn.u.kernel.shmem = op->u.kernel.shmem;
     gn.u.kernel.params = op->u.kernel.params;
     gn.u.kernel.params_len = op->u.kernel.params_len;
+    /* pointer parameters naming module variables: where they are now */
+    for (uint32_t i = 0; op->u.kernel.layout && i < op->u.kernel.layout->nparams; i++) {
+      const struct ferry_layout *l = op->u.kernel.layout;
+      uint64_t x, y;
+      if (l->sizes[i] != 8 || l->offsets[i] + 8 > op->u.kernel.params_len) continue;
+      memcpy(&x, op->u.kernel.params + l->offsets[i], 8);
+      if ((y = now_at(op->vgpu >= 0 ? op->vgpu : e->target, x)) == x) continue;
+      if (!moved && !(moved = malloc(op->u.kernel.params_len))) {
+        rc = cudaErrorMemoryAllocation;
+        break;
+      }
+      if (gn.u.kernel.params != moved) memcpy(moved, op->u.kernel.params, op->u.kernel.params_len);
+      gn.u.kernel.params = moved;
+      memcpy(moved + l->offsets[i], &y, 8);
+    }
     gn.u.kernel.attrs = op->u.kernel.attrs;
     gn.u.kernel.attrs_len = op->u.kernel.attrs_len;
     break;
   case cudaGraphNodeTypeMemset:
     gn.type = FERRY_GNODE_MEMSET;
     gn.u.memset = op->u.memset;
+    gn.u.memset.dst = now_at(op->vgpu >= 0 ? op->vgpu : e->target, gn.u.memset.dst);
     break;
   case cudaGraphNodeTypeMemcpy:
     gn.type = FERRY_GNODE_MEMCPY;
     gn.u.memcpy = op->u.memcpy;
+    gn.u.memcpy.dst = now_at(op->vgpu >= 0 ? op->vgpu : e->target, gn.u.memcpy.dst);
+    gn.u.memcpy.src = now_at(op->vgpu >= 0 ? op->vgpu : e->target, gn.u.memcpy.src);
     break;
   case cudaGraphNodeTypeEventRecord:
   case cudaGraphNodeTypeWaitEvent:
@@ -109,6 +138,7 @@ static int emit_node(struct emit *e, const struct ferry_gnode_obj *n, const uint
   }
   if (!rc) rc = put(e, &gn, &map[n->index]);
   free(deps);
+  free(moved);
   return rc;
 }
 
@@ -150,22 +180,25 @@ static int exec_live(const struct ferry_gexec *x) {
   return x->vgpu < 0 || x->epoch == __atomic_load_n(&resets[x->vgpu], __ATOMIC_ACQUIRE);
 }
 
-/* pinned host memory the graph's kernels are given (zero-copy) */
-static int scan_kernels(struct ferry_vgpu *v, const struct ferry_graph *g) {
+/* pinned host memory the graph's kernels are given (zero-copy): *hits
+   counts the kernels given some; 0 or a cudaError_t */
+static int scan_kernels(struct ferry_vgpu *v, const struct ferry_graph *g, int *hits) {
   int rc = 0;
   for (uint32_t i = 0; i < g->n && !rc; i++) {
     const struct ferry_gop *op = &g->nodes[i]->op;
-    if (op->type == cudaGraphNodeTypeKernel)
+    if (op->type == cudaGraphNodeTypeKernel) {
       rc = ferry_shadow_scan(v, op->u.kernel.params, op->u.kernel.params_len);
-    else if (op->type == cudaGraphNodeTypeGraph && op->u.child.graph)
-      rc = scan_kernels(v, op->u.child.graph);
+      if (rc == FERRY_SHADOW_HIT) (*hits)++, rc = 0;
+    } else if (op->type == cudaGraphNodeTypeGraph && op->u.child.graph) {
+      rc = scan_kernels(v, op->u.child.graph, hits);
+    }
   }
   return rc;
 }
 
 /* sends x's graph under x's id (a first instantiation or a replacement) */
 static int send_exec(struct ferry_gexec *x) {
-  struct emit e = {.vgpu = -1};
+  struct emit e = {.vgpu = -1, .target = x->vgpu >= 0 ? x->vgpu : ferry_thread()->device};
   uint32_t *map = malloc((x->graph->n ? x->graph->n : 1) * sizeof *map);
   int rc = map ? emit_graph(&e, x->graph, NULL, 0, map) : cudaErrorMemoryAllocation;
   free(map);
@@ -189,13 +222,17 @@ static int send_exec(struct ferry_gexec *x) {
               e.b.nnodes, e.b.len, FERRY_MAX_BODY - 4096);
     rc = cudaErrorNotSupported;
   }
-  if (!rc) rc = scan_kernels(&ferry.vgpus[x->vgpu], x->graph);
+  int hits = 0;
+  if (!rc) rc = scan_kernels(&ferry.vgpus[x->vgpu], x->graph, &hits);
+  x->touches_mapped = hits > 0;
   if (!rc) {
     struct ferry_vgpu *v = &ferry.vgpus[x->vgpu];
     struct ferry_graph_instantiate_args a = {
         .exec = x->id, .flags = (uint32_t)x->flags, .nodes = {e.b.data, (uint32_t)e.b.len}};
+    uint64_t gen = __atomic_load_n(&v->generation, __ATOMIC_ACQUIRE);
     rc = ferry_dead(v) ? cudaErrorDevicesUnavailable
                        : ferry_call(v, FERRY_CALL_graph_instantiate, &a, NULL, NULL);
+    if (!rc) x->generation = gen;
   }
   ferry_gbuf_free(&e.b);
   return rc;
@@ -293,7 +330,18 @@ static int launch(cudaGraphExec_t exec, cudaStream_t s, int per_thread) {
   /* the legacy stream while a blocking stream captures */
   if ((rc = ferry_capture_refuse(v, a.stream, "cudaGraphLaunch"))) return rc;
   ferry_migrate_at_launch(v->index);
-  return ferry_call(v, FERRY_CALL_graph_launch, &a, NULL, NULL);
+  for (;;) {
+    /* moved since it was sent: the target has it as recorded, with module
+       variables where they were; sent again with where they are now. A
+       move between this check and the launch makes the launch stale: again */
+    uint64_t gen = __atomic_load_n(&v->generation, __ATOMIC_ACQUIRE);
+    if (x->generation != gen && (rc = send_exec(x))) return rc;
+    if (x->touches_mapped) ferry_shadow_touch();
+    ferry_expect_generation(v, gen);
+    rc = ferry_call(v, FERRY_CALL_graph_launch, &a, NULL, NULL);
+    ferry_expect_generation(NULL, 0);
+    if (rc != FERRY_STALE) return rc;
+  }
 }
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) { return ferry_ret(launch(exec, s, 0)); }
 cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t exec, cudaStream_t s) {

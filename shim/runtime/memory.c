@@ -176,6 +176,7 @@ static int device_side(const void *p, uint64_t count, struct ferry_vgpu **v) {
        is registered with its driver), a server's reaches its shadow */
     if (ferry_host_pinned(p)) {
       int rc = ferry_shadow_expose(*v, (uint64_t)(uintptr_t)p);
+      if (!rc) ferry_shadow_touch(); /* the memset or copy that asked works on it */
       return rc == 1 ? 0 : rc;
     }
     return 0; /* a module variable's address */

@@ -391,7 +391,7 @@ int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, siz
   ferry_layout_pack(&k->layout, args, param_buf);
   if (shmem > UINT32_MAX) return cudaErrorInvalidValue;
   /* pinned host memory passed to the kernel (zero-copy) */
-  if ((err = ferry_shadow_scan(v, param_buf, k->layout.bytes))) return err;
+  if ((err = ferry_shadow_scan(v, param_buf, k->layout.bytes)) > 0) return err;
   struct ferry_launch_args a = {.func = func,
                                 .gx = grid.x, .gy = grid.y, .gz = grid.z,
                                 .bx = block.x, .by = block.y, .bz = block.z,

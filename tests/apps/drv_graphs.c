@@ -3,7 +3,8 @@
  * device copy, a fork onto a second stream and its join) replayed, a graph
  * built with cuGraphAdd*, its executable graph changed in place
  * (cuGraphExecKernelNodeSetParams) and from another graph
- * (cuGraphExecUpdate), and a refused host copy during capture. Integer
+ * (cuGraphExecUpdate), a graph given a module variable's address, and a
+ * refused host copy during capture. Integer
  * arithmetic only: a migrated run must end with the same checksum.
  * usage: drv_graphs FATBIN [REPLAYS=100]
  * Prints "graph launches: G", "launches: L", "checksum: <hex>", PASSED.
@@ -199,6 +200,52 @@ static unsigned long long explicit_api(void) {
 }
 
 /* a host copy during capture is refused, and the capture with it */
+/* a graph whose kernel is given a module variable's address, as XLA gives
+   its kernels its constants: acc += drv_salt, the variable set before each
+   replay. After a migration the variable lives elsewhere; the graph must
+   read it there. */
+static unsigned long long constants(CUmodule mod, int replays) {
+  CUfunction fold;
+  CUdeviceptr salt, acc;
+  size_t bytes;
+  MUST(cuModuleGetFunction(&fold, mod, "_Z8drv_foldPjPKji"));
+  MUST(cuModuleGetGlobal(&salt, &bytes, mod, "drv_salt"));
+  MUST(cuMemAlloc(&acc, 4));
+  MUST(cuMemsetD32(acc, 0, 1));
+  int n = 1;
+  void *args[] = {&acc, &salt, &n};
+  CUDA_KERNEL_NODE_PARAMS p;
+  memset(&p, 0, sizeof p);
+  p.func = fold;
+  p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+  p.blockDimX = p.blockDimY = p.blockDimZ = 1;
+  p.kernelParams = args;
+  CUgraph g;
+  CUgraphNode node;
+  CUgraphExec x;
+  CUstream s;
+  MUST(cuGraphCreate(&g, 0));
+  MUST(cuGraphAddKernelNode(&node, g, NULL, 0, &p));
+  MUST(cuGraphInstantiateWithFlags(&x, g, 0));
+  MUST(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  unsigned want = 0, got = 0;
+  for (int r = 0; r < replays; r++) {
+    unsigned v = 0x9e3779b9u * (unsigned)(r + 1);
+    MUST(cuMemcpyHtoD(salt, &v, sizeof v));
+    graph_launch(x, s);
+    MUST(cuStreamSynchronize(s));
+    want += v;
+  }
+  MUST(cuMemcpyDtoH(&got, acc, sizeof got));
+  EXPECT(got == want);
+  MUST(cuGraphExecDestroy(x));
+  MUST(cuGraphDestroy(g));
+  MUST(cuStreamDestroy(s));
+  MUST(cuMemFree(acc));
+  drv_set_salt(mod, SALT);
+  return got;
+}
+
 static void refusal(void) {
   /* ferry's refusal (CUDA captures a host copy): skipped under NVIDIA's driver */
   if (!dlopen("libferry-client.so.0", RTLD_NOLOAD | RTLD_LAZY)) return;
@@ -235,6 +282,7 @@ int main(int argc, char **argv) {
   drv_set_salt(mod, SALT);
   unsigned long long h = captured(replays);
   h ^= explicit_api() << 1;
+  h ^= constants(mod, replays / 4 + 2) << 2;
   refusal();
   printf("graph launches: %d\n", graph_launches);
   printf("launches: %d\n", launches);

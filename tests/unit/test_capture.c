@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "protocol/graph.h"
+#include "shim/core/hooks.h"
 #include "shim/core/link.h"
 #include "shim/runtime/graph.h"
 
@@ -51,6 +52,11 @@ int ferry_shadow_scan(struct ferry_vgpu *v, const void *params, size_t len) {
   (void)v, (void)params, (void)len;
   return 0;
 }
+void ferry_shadow_touch(void) {}
+/* no migration here: no call is ever stale */
+void ferry_expect_generation(struct ferry_vgpu *v, uint64_t gen) { (void)v, (void)gen; }
+/* no driver front end: module variables never move */
+struct ferry_hooks ferry_hooks;
 
 /* the wire: what the last graph_instantiate carried, and the calls made */
 static unsigned char *sent;
