@@ -4,7 +4,8 @@
  * (tensor_map_encode, an answer the client keeps, as the encoding is a
  * pure function of the arguments). The program then passes the map to its
  * kernels by value, and the address inside is the same on every GPU the
- * vGPU runs on.
+ * vGPU runs on, except a module variable's (XLA's constants): the driver
+ * places those on each GPU, so a map of one is encoded where it lives now.
  */
 #include <string.h>
 
@@ -22,6 +23,7 @@ static CUresult vgpu_for(const void *addr, struct ferry_vgpu **v) {
 
 static CUresult encode(CUtensorMap *map, struct ferry_vgpu *v, struct ferry_tensor_map_encode_args *a) {
   struct ferry_tensor_map_encode_rets r;
+  a->addr = ferry_global_now(v->index, a->addr);
   CUresult rc = FERRY_CU_RT(ferry_call(v, FERRY_CALL_tensor_map_encode, a, &r, NULL));
   if (rc) return rc;
   if (r.map.len != sizeof *map) return CUDA_ERROR_UNKNOWN;
@@ -75,7 +77,8 @@ CUresult cuTensorMapReplaceAddress(CUtensorMap *map, void *addr) {
   struct ferry_vgpu *v;
   CUresult rc = vgpu_for(addr, &v);
   if (rc) return rc;
-  struct ferry_tensor_map_replace_args a = {.map = {map, sizeof *map}, .addr = (uint64_t)(uintptr_t)addr};
+  struct ferry_tensor_map_replace_args a = {.map = {map, sizeof *map},
+                                            .addr = ferry_global_now(v->index, (uint64_t)(uintptr_t)addr)};
   struct ferry_tensor_map_replace_rets r;
   rc = FERRY_CU_RT(ferry_call(v, FERRY_CALL_tensor_map_replace, &a, &r, NULL));
   if (rc) return rc;
