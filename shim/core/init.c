@@ -279,11 +279,12 @@ static void drain_at_exit(void) {
     }
     ferry_log("stats: device=%d calls:%s", i, at ? line : " none");
     /* FERRY_STREAMS: bytes that went over data connections (tests check it) */
-    uint64_t shadows, pushed, pulled;
-    ferry_shadow_stats(i, &shadows, &pushed, &pulled);
+    uint64_t shadows, pushed, pulled, pulls;
+    ferry_shadow_stats(i, &shadows, &pushed, &pulled, &pulls);
     if (shadows || pushed || pulled)
-      ferry_log("stats: device=%d mapped_host_blocks=%llu mapped_out=%llu mapped_in=%llu", i,
-                (unsigned long long)shadows, (unsigned long long)pushed, (unsigned long long)pulled);
+      ferry_log("stats: device=%d mapped_host_blocks=%llu mapped_out=%llu mapped_in=%llu mapped_checks=%llu",
+                i, (unsigned long long)shadows, (unsigned long long)pushed, (unsigned long long)pulled,
+                (unsigned long long)pulls);
     ferry_log("stats: device=%d striped_out=%llu striped_in=%llu", i,
               (unsigned long long)__atomic_load_n(&ferry.vgpus[i].link.striped[0], __ATOMIC_RELAXED),
               (unsigned long long)__atomic_load_n(&ferry.vgpus[i].link.striped[1], __ATOMIC_RELAXED));

@@ -60,6 +60,7 @@ static struct {
     uint32_t dirty[8];
     int ndirty, dirty_all;
     uint64_t pushed, pulled; /* bytes, for FERRY_STATS and the tests */
+    uint64_t pulls;          /* checks of the device's pages after a wait */
   } v[FERRY_MAX_VGPUS];
   int live[FERRY_MAX_VGPUS]; /* shadows per vGPU (atomic: the fast path reads it unlocked) */
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -285,6 +286,7 @@ static int gather(struct ferry_vgpu *v, const uint64_t *ranges, size_t nranges, 
 
 /* the device's changes to v's shadows come home */
 static int pull(struct ferry_vgpu *v) {
+  S.v[v->index].pulls++;
   size_t n = 0;
   uint64_t total = 0, pages = 0;
   for (size_t i = 0; i < S.n; i++)
@@ -403,6 +405,18 @@ static void waited_for(int vi, uint32_t stream) {
     if (S.v[vi].dirty[i] == stream) S.v[vi].dirty[i--] = S.v[vi].dirty[--S.v[vi].ndirty];
 }
 
+/* Streams with work on mapped memory that the program waits for some other
+   way (events, other streams) would make every later wait check the pages
+   again: the first check after their work is done forgets them. */
+static void settle_idle(struct ferry_vgpu *v) {
+  int vi = v->index;
+  for (int i = 0; i < S.v[vi].ndirty; i++) {
+    struct ferry_stream_query_args q = {S.v[vi].dirty[i]};
+    if (ferry_source_call(v, FERRY_CALL_stream_query, &q, NULL, NULL) != cudaErrorNotReady)
+      S.v[vi].dirty[i--] = S.v[vi].dirty[--S.v[vi].ndirty];
+  }
+}
+
 /* Only work that names mapped memory (its kernels are given a pinned
    pointer, a memset or copy names one) sends the host's changes first and
    leaves pages to bring back; any wait for the device brings them back. */
@@ -428,6 +442,7 @@ int ferry_shadow_after(struct ferry_vgpu *v, unsigned call, const void *args, in
   if (waited >= 0 && (S.v[vi].ndirty || S.v[vi].dirty_all)) {
     rc = pull(v);
     if (!rc && waited != SOME_STREAM) waited_for(vi, (uint32_t)waited);
+    if (!rc) settle_idle(v);
     if (rc) ferry_log("device %d: bringing back pinned host memory its kernels wrote failed (%s)",
                       vi, cudaGetErrorName((cudaError_t)rc));
   }
@@ -469,8 +484,10 @@ void ferry_shadow_switched(struct ferry_vgpu *v) {
   pthread_mutex_unlock(&S.lock);
 }
 
-void ferry_shadow_stats(int vgpu, uint64_t *shadows, uint64_t *pushed, uint64_t *pulled) {
+void ferry_shadow_stats(int vgpu, uint64_t *shadows, uint64_t *pushed, uint64_t *pulled,
+                        uint64_t *pulls) {
   pthread_mutex_lock(&S.lock);
+  *pulls = S.v[vgpu].pulls;
   *shadows = (uint64_t)__atomic_load_n(&S.live[vgpu], __ATOMIC_RELAXED);
   *pushed = S.v[vgpu].pushed;
   *pulled = S.v[vgpu].pulled;

@@ -28,7 +28,8 @@ int ferry_shadow_after(struct ferry_vgpu *v, unsigned call, const void *args, in
    after the switch the target has no shadows yet */
 int ferry_shadow_settle(struct ferry_vgpu *v);
 void ferry_shadow_switched(struct ferry_vgpu *v);
-/* FERRY_STATS: live shadows and the bytes exchanged */
-void ferry_shadow_stats(int vgpu, uint64_t *shadows, uint64_t *pushed, uint64_t *pulled);
+/* FERRY_STATS: live shadows, the bytes exchanged, the checks after waits */
+void ferry_shadow_stats(int vgpu, uint64_t *shadows, uint64_t *pushed, uint64_t *pulled,
+                        uint64_t *pulls);
 
 #endif

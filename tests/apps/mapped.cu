@@ -7,7 +7,10 @@
 // page both sides write parts of while a kernel runs. All arithmetic is on
 // integers: every result is checked against the host's, and a migrated run
 // must print the checksum of one that did not move.
-// usage: mapped [ITERATIONS=12]
+// usage: mapped [ITERATIONS=12] [IDLE_SYNCS=0]
+//   IDLE_SYNCS: synchronizations at the end, after a kernel on mapped
+//   memory that only an event waited for, with no work on mapped memory
+//   (FERRY_STATS must not count a check of the pages for each)
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -50,6 +53,7 @@ static unsigned fill_value(unsigned seed, int i) { return seed * 2654435761u + (
 
 int main(int argc, char **argv) {
   int iters = argc > 1 ? atoi(argv[1]) : 12;
+  int idle_syncs = argc > 2 ? atoi(argv[2]) : 0;
   int attr = 0;
   CHECK(cudaDeviceGetAttribute(&attr, cudaDevAttrCanMapHostMemory, 0));
   expect(attr == 1, "cudaDevAttrCanMapHostMemory is not 1", 0);
@@ -134,6 +138,28 @@ int main(int argc, char **argv) {
   for (int i = 0; i < N; i++) ok = ok && c[i] == (unsigned)i * 32u;
   expect(ok, "a new mapped block at a freed one's address", iters);
   fold(c, N);
+
+  // a kernel on mapped memory in a stream only an event waits for, then
+  // synchronizations of another stream whose work uses no mapped memory
+  cudaStream_t s2;
+  cudaEvent_t done;
+  CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  mp_fill<<<grid, BLOCK, 0, s2>>>(c, N, 77u);
+  launches++;
+  CHECK(cudaEventRecord(done, s2));
+  CHECK(cudaEventSynchronize(done));
+  ok = true;
+  for (int i = 0; i < N; i++) ok = ok && c[i] == fill_value(77u, i);
+  expect(ok, "a kernel's writes seen through an event", iters);
+  fold(c, N);
+  for (int i = 0; i < idle_syncs; i++) {
+    mp_fill<<<grid, BLOCK, 0, s>>>(acc, N, (unsigned)i);
+    launches++;
+    CHECK(cudaStreamSynchronize(s));
+  }
+  CHECK(cudaEventDestroy(done));
+  CHECK(cudaStreamDestroy(s2));
 
   CHECK(cudaFreeHost(a));
   CHECK(cudaFreeHost(c));

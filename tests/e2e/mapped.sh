@@ -63,6 +63,15 @@ remote)
   [ "$per_iter_in" -le $((200 * 1024)) ] || fail "$per_iter_in bytes came back per iteration: unchanged pages travel"
   [ "$per_iter_out" -le $((64 * 1024)) ] || fail "$per_iter_out bytes went out per iteration: unchanged pages travel"
   [ "$per_iter_in" -ge $((32 * 4096)) ] || fail "only $per_iter_in bytes came back per iteration: the pokes cannot all have"
+  # synchronizations after the mapped memory's last work is done check
+  # nothing: 40 more of them, with no work on mapped memory, add no check
+  rc=$(FERRY_STATS=1 run idle0 mapped 4 0)
+  passed idle0 "$rc"
+  rc=$(FERRY_STATS=1 run idle40 mapped 4 40)
+  passed idle40 "$rc"
+  c0=$(stat_of idle0 mapped_checks) c40=$(stat_of idle40 mapped_checks)
+  [ -n "$c0" ] && [ -n "$c40" ] || fail "FERRY_STATS has no mapped_checks"
+  [ "$c40" -le $((c0 + 1)) ] || fail "40 idle synchronizations made $((c40 - c0)) more checks of mapped memory"
   ;;
 migrate)
   start_sim_server
