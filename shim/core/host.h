@@ -16,6 +16,12 @@ int ferry_host_pinned(const void *p);
 /* the pinned block holding p: its start and size, and whether it lies in
    the shared arena; 0 when p is no pinned memory */
 int ferry_host_block(const void *p, uint64_t *base, uint64_t *size, int *shared);
+/* managed memory (cudaMallocManaged): a block of the shared arena, NULL
+   when there is none; the managed block holding p; its release (p its
+   start: 0 or cudaErrorInvalidValue) */
+void *ferry_host_managed_alloc(size_t size, unsigned flags);
+int ferry_host_managed(const void *p, uint64_t *base, uint64_t *size);
+int ferry_host_managed_free(void *p);
 /* [p, p + n) lies in one pinned block of the shared arena */
 int ferry_host_is_shared(const void *p, uint64_t n);
 /* v now runs on a ferry-mhelper: page-lock every shared pinned block there

@@ -103,6 +103,7 @@ struct host_block {
   size_t size;
   unsigned flags;
   int registered; /* cudaHostRegister'ed, not allocated by us */
+  int managed;    /* cudaMallocManaged's */
   int locked;     /* page-locked by a local driver (after a migration) */
 };
 static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -191,7 +192,7 @@ static int host_add(void *p, size_t size, unsigned flags, int registered, uint32
     host_blocks = b;
     host_cap = cap;
   }
-  host_blocks[nhost] = (struct host_block){p, size, flags, registered, 0};
+  host_blocks[nhost] = (struct host_block){p, size, flags, registered, 0, 0};
   host_lock_with(lock_gpu, &host_blocks[nhost++]);
   *helpers = !registered && in_arena(p) ? helper_vgpus : 0;
   pthread_mutex_unlock(&host_lock);
@@ -282,6 +283,45 @@ cudaError_t cudaHostGetDevicePointer(void **dptr, void *hptr, unsigned int flags
 }
 
 cudaError_t cudaMallocHost(void **ptr, size_t size) { return cudaHostAlloc(ptr, size, 0); }
+
+/* ---- managed memory: a block of the shared arena every kernel of its
+   vGPU may use; shadow.c keeps it coherent as CUDA does on devices
+   without concurrent managed access (runtime/managed.c) ---- */
+void *ferry_host_managed_alloc(size_t size, unsigned flags) {
+  void *p = ferry_host_shared_alloc(size);
+  if (!p) return NULL;
+  uint32_t helpers = 0;
+  if (host_add(p, size, flags, 0, &helpers)) {
+    ferry_host_shared_free(p);
+    return NULL;
+  }
+  pthread_mutex_lock(&host_lock);
+  for (size_t i = 0; i < nhost; i++)
+    if (host_blocks[i].ptr == p) host_blocks[i].managed = 1;
+  pthread_mutex_unlock(&host_lock);
+  if (helpers) tell_helpers(helpers, p, size, 1);
+  return p;
+}
+
+int ferry_host_managed(const void *p, uint64_t *base, uint64_t *size) {
+  struct host_block b;
+  if (!host_find(p, &b) || !b.managed) return 0;
+  if (base) *base = (uint64_t)(uintptr_t)b.ptr;
+  if (size) *size = b.size;
+  return 1;
+}
+
+int ferry_host_managed_free(void *p) {
+  uint64_t base;
+  uint32_t helpers = 0;
+  if (!ferry_host_managed(p, &base, NULL) || base != (uint64_t)(uintptr_t)p ||
+      !host_remove(p, 0, &helpers))
+    return cudaErrorInvalidValue;
+  ferry_shadow_forget(p);
+  if (helpers) tell_helpers(helpers, p, 0, 0);
+  ferry_host_shared_free(p);
+  return 0;
+}
 
 cudaError_t cudaFreeHost(void *ptr) {
   if (!ptr) return cudaSuccess;

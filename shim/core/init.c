@@ -193,6 +193,12 @@ static int take_device(struct ferry_vgpu *v, const struct ferry_hello_rets *r) {
   size_t n = r->attrs.len / sizeof(int32_t);
   if (n > FERRY_NATTRS_CLIENT) n = FERRY_NATTRS_CLIENT;
   memcpy(v->attrs, r->attrs.ptr, n * sizeof(int32_t));
+  /* managed memory as on devices without concurrent access (runtime/managed.c) */
+  v->attrs[CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY] = 1;
+  v->attrs[CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS] = 0;
+  v->attrs[CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS] = 0;
+  v->attrs[CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES] = 0;
+  v->attrs[CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST] = 0;
   ferry_props_build(&v->props, v->name, v->uuid, v->total_mem, v->attrs, FERRY_NATTRS_CLIENT);
   if (ferry_arena_init(&v->arena, ferry_arena_base(v->index), FERRY_ARENA_STRIDE, v->granularity)) {
     ferry_log("device %d: unusable allocation granularity %llu", v->index,

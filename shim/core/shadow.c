@@ -39,6 +39,7 @@ struct shadow {
   uint64_t addr, size; /* page-aligned */
   int owner;           /* the vGPU whose kernels use it */
   int fresh;           /* its device copy is not made yet (new, or on a new server) */
+  int managed;         /* cudaMallocManaged's: any work of its vGPU may use it */
   unsigned char *twin; /* the pages as last exchanged */
   uint64_t *hash;      /* ferry_chunk_hash of each twin page */
 };
@@ -62,7 +63,8 @@ static struct {
     uint64_t pushed, pulled; /* bytes, for FERRY_STATS and the tests */
     uint64_t pulls;          /* checks of the device's pages after a wait */
   } v[FERRY_MAX_VGPUS];
-  int live[FERRY_MAX_VGPUS]; /* shadows per vGPU (atomic: the fast path reads it unlocked) */
+  int live[FERRY_MAX_VGPUS];    /* shadows per vGPU (atomic: the fast path reads it unlocked) */
+  int managed[FERRY_MAX_VGPUS]; /* managed ones among them (atomic) */
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static int remote(const struct ferry_vgpu *v) { return !ferry_is_local(v) && !v->link.helper_pid; }
@@ -73,7 +75,7 @@ static struct shadow *find(uint64_t addr) {
   return NULL;
 }
 
-static int add(int vi, uint64_t base, uint64_t span) {
+static int add(int vi, uint64_t base, uint64_t span, int managed) {
   if (S.n == S.cap) {
     size_t cap = S.cap ? S.cap * 2 : 8;
     struct shadow *t = realloc(S.tab, cap * sizeof *t);
@@ -88,8 +90,9 @@ static int add(int vi, uint64_t base, uint64_t span) {
     free(hash);
     return cudaErrorMemoryAllocation;
   }
-  S.tab[S.n++] = (struct shadow){base, span, vi, 1, twin, hash};
+  S.tab[S.n++] = (struct shadow){base, span, vi, 1, managed, twin, hash};
   __atomic_add_fetch(&S.live[vi], 1, __ATOMIC_RELEASE);
+  if (managed) __atomic_add_fetch(&S.managed[vi], 1, __ATOMIC_RELEASE);
   ferry_debug("device %d: its kernels use pinned host memory %p (%llu bytes): it gets a shadow "
               "on each server", vi, (void *)(uintptr_t)base, (unsigned long long)span);
   return 0;
@@ -119,8 +122,15 @@ int ferry_shadow_expose(struct ferry_vgpu *v, uint64_t addr) {
   } else if (!s && shared) {
     /* a helper or this process reaches it directly; it is recorded all the
        same, so that a move to a server makes its shadow */
-    rc = add(v->index, base, (size + PAGE - 1) / PAGE * PAGE);
+    rc = add(v->index, base, (size + PAGE - 1) / PAGE * PAGE, 0);
   }
+  pthread_mutex_unlock(&S.lock);
+  return rc;
+}
+
+int ferry_shadow_manage(struct ferry_vgpu *v, uint64_t addr, uint64_t size) {
+  pthread_mutex_lock(&S.lock);
+  int rc = add(v->index, addr, (size + PAGE - 1) / PAGE * PAGE, 1);
   pthread_mutex_unlock(&S.lock);
   return rc;
 }
@@ -421,7 +431,10 @@ static void settle_idle(struct ferry_vgpu *v) {
    pointer, a memset or copy names one) sends the host's changes first and
    leaves pages to bring back; any wait for the device brings them back. */
 int ferry_shadow_before(struct ferry_vgpu *v, unsigned call, const void *args) {
-  if (!touching || !__atomic_load_n(&S.live[v->index], __ATOMIC_ACQUIRE) || !remote(v)) return 0;
+  /* managed memory: any work may use it (a kernel finds it through a
+     structure as well as through its parameters) */
+  int touched = touching || __atomic_load_n(&S.managed[v->index], __ATOMIC_ACQUIRE);
+  if (!touched || !__atomic_load_n(&S.live[v->index], __ATOMIC_ACQUIRE) || !remote(v)) return 0;
   int64_t stream = device_work(call, args);
   if (stream < 0) return 0;
   pthread_mutex_lock(&S.lock);
@@ -431,7 +444,7 @@ int ferry_shadow_before(struct ferry_vgpu *v, unsigned call, const void *args) {
 }
 
 int ferry_shadow_after(struct ferry_vgpu *v, unsigned call, const void *args, int rc) {
-  int touched = touching;
+  int touched = touching || __atomic_load_n(&S.managed[v->index], __ATOMIC_ACQUIRE);
   touching = 0;
   if (rc || !__atomic_load_n(&S.live[v->index], __ATOMIC_ACQUIRE) || !remote(v)) return rc;
   int64_t work = touched ? device_work(call, args) : -1, waited = waits_for(call, args);
@@ -459,6 +472,7 @@ void ferry_shadow_forget(const void *p) {
                 s->fresh ? "was not made" : "goes");
     if (!s->fresh) unref_chunks(v, s); /* unmapped at v's next exchange */
     __atomic_sub_fetch(&S.live[s->owner], 1, __ATOMIC_RELEASE);
+    if (s->managed) __atomic_sub_fetch(&S.managed[s->owner], 1, __ATOMIC_RELEASE);
     free(s->twin);
     free(s->hash);
     *s = S.tab[--S.n];

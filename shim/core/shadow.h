@@ -10,6 +10,9 @@
    line, where ferry cannot make one (cudaHostRegister'ed memory on a
    server, a block two vGPUs use) */
 int ferry_shadow_expose(struct ferry_vgpu *v, uint64_t addr);
+/* managed memory at [addr, addr + size) (a block of the shared arena) is
+   v's: every work of v may use it; 0 or a cudaError_t */
+int ferry_shadow_manage(struct ferry_vgpu *v, uint64_t addr, uint64_t size);
 /* exposes every pinned block a launch's packed parameters point into:
    FERRY_SHADOW_HIT when there is one (this thread's next call then counts
    as work on mapped memory), 0 when none, or a cudaError_t */

@@ -77,6 +77,51 @@ CUresult cuMemHostRegister(void *p, size_t size, unsigned int flags) {
 }
 CUresult cuMemHostUnregister(void *p) { return READY_THEN(cudaHostUnregister(p)); }
 CUresult cuMemHostGetFlags(unsigned int *flags, void *p) { return READY_THEN(cudaHostGetFlags(flags, p)); }
+/* ---- managed memory (runtime/managed.c; the driver's CUmemLocation and
+   advice values are the runtime's) ---- */
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int flags) {
+  void *p = NULL;
+  if (!dptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = CURRENT_THEN(cudaMallocManaged(&p, size, flags));
+  if (rc == CUDA_SUCCESS) *dptr = (CUdeviceptr)(uintptr_t)p;
+  return rc;
+}
+static struct cudaMemLocation location_of(CUmemLocation l) {
+  return (struct cudaMemLocation){.type = (enum cudaMemLocationType)l.type, .id = l.id};
+}
+static CUmemLocation device_location(CUdevice d) {
+  return (CUmemLocation){.type = d == CU_DEVICE_CPU ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE,
+                         .id = d == CU_DEVICE_CPU ? 0 : d};
+}
+CUresult cuMemPrefetchAsync_v2(CUdeviceptr p, size_t n, CUmemLocation to, unsigned int flags, CUstream s) {
+  return READY_THEN(cudaMemPrefetchAsync(DEV(p), n, location_of(to), flags, (cudaStream_t)s));
+}
+CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr p, size_t n, CUmemLocation to, unsigned int flags,
+                                    CUstream s) {
+  return READY_THEN(cudaMemPrefetchAsync_ptsz(DEV(p), n, location_of(to), flags, (cudaStream_t)s));
+}
+#undef cuMemPrefetchAsync
+CUresult cuMemPrefetchAsync(CUdeviceptr p, size_t n, CUdevice to, CUstream s) {
+  return cuMemPrefetchAsync_v2(p, n, device_location(to), 0, s);
+}
+CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr p, size_t n, CUdevice to, CUstream s) {
+  return cuMemPrefetchAsync_v2_ptsz(p, n, device_location(to), 0, s);
+}
+CUresult cuMemAdvise_v2(CUdeviceptr p, size_t n, CUmem_advise advice, CUmemLocation where) {
+  return READY_THEN(cudaMemAdvise(DEV(p), n, (enum cudaMemoryAdvise)advice, location_of(where)));
+}
+#undef cuMemAdvise
+CUresult cuMemAdvise(CUdeviceptr p, size_t n, CUmem_advise advice, CUdevice d) {
+  return cuMemAdvise_v2(p, n, advice, device_location(d));
+}
+#undef cuStreamAttachMemAsync
+CUresult cuStreamAttachMemAsync(CUstream s, CUdeviceptr p, size_t n, unsigned int flags) {
+  return READY_THEN(cudaStreamAttachMemAsync((cudaStream_t)s, DEV(p), n, flags));
+}
+CUresult cuStreamAttachMemAsync_ptsz(CUstream s, CUdeviceptr p, size_t n, unsigned int flags) {
+  return READY_THEN(cudaStreamAttachMemAsync_ptsz((cudaStream_t)s, DEV(p), n, flags));
+}
+
 CUresult cuMemHostGetDevicePointer(CUdeviceptr *dptr, void *p, unsigned int flags) {
   void *d = NULL;
   if (!dptr) return CUDA_ERROR_INVALID_VALUE;
@@ -305,7 +350,7 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute attr, CUdevice
     *(int *)data = r ? v->index : ferry_thread()->device;
     return CUDA_SUCCESS;
   case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-    *(int *)data = 0;
+    *(int *)data = !r && ferry_host_managed(DEV(ptr), NULL, NULL);
     return CUDA_SUCCESS;
   case CU_POINTER_ATTRIBUTE_MAPPED:
   case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:

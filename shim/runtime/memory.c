@@ -95,6 +95,11 @@ cudaError_t cudaFree(void *ptr) {
     ferry_current(&err);
     return cudaSuccess;
   }
+  /* managed memory: after the device's work, as any cudaFree */
+  if (ferry_host_managed(ptr, NULL, NULL)) {
+    if ((rc = (int)cudaDeviceSynchronize())) return ferry_ret(rc);
+    return ferry_ret(ferry_host_managed_free(ptr));
+  }
   struct ferry_vgpu *v = ferry_vgpu_of(ptr);
   if (!v) return ferry_ret(cudaErrorInvalidValue);
   if (ferry_dead(v)) return ferry_ret(cudaErrorDevicesUnavailable);
@@ -712,6 +717,10 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const v
     attr->type = cudaMemoryTypeDevice;
     attr->device = v->index;
     attr->devicePointer = (void *)ptr;
+  } else if (ferry_host_managed(ptr, NULL, NULL)) {
+    attr->type = cudaMemoryTypeManaged;
+    attr->device = ferry_thread()->device;
+    attr->devicePointer = attr->hostPointer = (void *)ptr;
   } else if (ferry_host_pinned(ptr)) {
     attr->type = cudaMemoryTypeHost;
     attr->device = ferry_thread()->device;

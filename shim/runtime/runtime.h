@@ -109,6 +109,10 @@ void ferry_mempool_stream_forget(struct ferry_vgpu *v, uint32_t sid);
 void ferry_mempool_reset(struct ferry_vgpu *v);
 /* declared by cuda_runtime_api.h only under --default-stream per-thread */
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s);
+cudaError_t cudaMemPrefetchAsync_ptsz(const void *p, size_t count, struct cudaMemLocation to,
+                                      unsigned int flags, cudaStream_t stream);
+cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t stream, void *p, size_t length,
+                                          unsigned int flags);
 cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t pool,
                                          cudaStream_t stream);
 

@@ -16,18 +16,26 @@ int main(void) {
   CUdevice dev;
   drv_primary(&dev);
 
-  /* managed memory, twice: the second refusal says nothing new */
+  /* managed memory is served (docs/mapped-memory.md): allocated, known as
+     managed, freed */
   CUdeviceptr m = 0;
   CUresult r = cuMemAllocManaged(&m, 4096, CU_MEM_ATTACH_GLOBAL);
   printf("cuMemAllocManaged=%s\n", cu_name(r));
-  EXPECT(r == CUDA_ERROR_NOT_SUPPORTED);
-  r = cuMemAllocManaged(&m, 8192, CU_MEM_ATTACH_GLOBAL);
-  EXPECT(r == CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT(r == CUDA_SUCCESS);
+  int is_managed = 0;
+  if (r == CUDA_SUCCESS) {
+    EXPECT(cuPointerGetAttribute(&is_managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, m) == CUDA_SUCCESS);
+    EXPECT(is_managed == 1);
+    EXPECT(cuMemFree(m) == CUDA_SUCCESS);
+  }
 
-  /* graph host nodes: ferry's graph nodes run on the server */
+  /* graph host nodes, twice: ferry's graph nodes run on the server, and
+     the second refusal says nothing new */
   CUgraphNode node = NULL;
   r = cuGraphAddHostNode(&node, NULL, NULL, 0, NULL);
   printf("cuGraphAddHostNode=%s\n", cu_name(r));
+  EXPECT(r == CUDA_ERROR_NOT_SUPPORTED);
+  r = cuGraphAddHostNode(&node, NULL, NULL, 0, NULL);
   EXPECT(r == CUDA_ERROR_NOT_SUPPORTED);
 
   /* a JIT option that carries the program's addresses */

@@ -12,9 +12,13 @@
 __global__ void touch(int *p) { *p = 1; }
 
 int main() {
-  void *p = nullptr;
-  cudaError_t a = cudaMallocManaged(&p, 1024);
-  cudaError_t b = cudaMallocManaged(&p, 2048);
+  // a range query of managed memory, twice: one warning
+  int read_mostly = 0;
+  static char some[1024];
+  cudaError_t a = cudaMemRangeGetAttribute(&read_mostly, sizeof read_mostly,
+                                           cudaMemRangeAttributeReadMostly, some, sizeof some);
+  cudaError_t b = cudaMemRangeGetAttribute(&read_mostly, sizeof read_mostly,
+                                           cudaMemRangeAttributeReadMostly, some, sizeof some);
   // graph host nodes: ferry's graph nodes run on the server
   cudaGraphNode_t node;
   cudaError_t c = cudaGraphAddHostNode(&node, NULL, NULL, 0, NULL);
@@ -29,7 +33,7 @@ int main() {
   int *dev = nullptr;
   cudaError_t e = cudaMalloc(&dev, 64);
   cudaError_t f = cudaFree(dev);
-  printf("managed=%s managed_again=%s graph=%s mapped_device_pointer=%s malloc=%s free=%s\n", cudaGetErrorName(a),
+  printf("range_attribute=%s again=%s graph=%s mapped_device_pointer=%s malloc=%s free=%s\n", cudaGetErrorName(a),
          cudaGetErrorName(b), cudaGetErrorName(c), cudaGetErrorName(d), cudaGetErrorName(e),
          cudaGetErrorName(f));
   // a fork()ed child cannot use the parent's GPUs, and must not disturb them

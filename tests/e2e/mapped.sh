@@ -86,6 +86,34 @@ migrate)
     migrated "at$k"
   done
   ;;
+managed)
+  # managed memory: remote, then moved in every direction mid-loop
+  start_sim_server
+  a="tcp://127.0.0.1:$port/0"
+  export FERRY_DEVICES="$a"
+  start_sim_server
+  b="tcp://127.0.0.1:$port/0"
+  rc=$(FERRY_CONTROL=off FERRY_STATS=1 run mref managed 10)
+  passed mref "$rc"
+  expect_in mref.out "^managedMemory: 1 concurrentManagedAccess: 0$"
+  expect_not_in mref.err "not supported"
+  want=$(value mref checksum)
+  launches=$(value mref launches)
+  k1=$((launches / 4)) k2=$((launches / 2)) k3=$((launches * 3 / 4))
+  for k in 1 $k2 $launches; do
+    rc=$(FERRY_MIGRATE_AT=0:0:launch=$k run "m$k" managed 10)
+    passed "m$k" "$rc"
+    same_checksum "m$k"
+    migrated "m$k"
+  done
+  rc=$(FERRY_MHELPER=always FERRY_MIGRATE_AT=0:0:launch=$k2 run mh managed 10)
+  passed mh "$rc"
+  same_checksum mh
+  rc=$(FERRY_MIGRATE_AT="0:$b:launch=$k1,0:0:launch=$k2,0:$a:launch=$k3" run mchain managed 10)
+  passed mchain "$rc"
+  same_checksum mchain
+  [ "$(grep -c "now runs on" "$work/mchain.err")" = 3 ] || fail "mchain: expected three moves"
+  ;;
 servers)
   # to another server and back, and from the process back to a server
   start_sim_server

@@ -473,6 +473,18 @@ static void mp_poke(const struct ferry_twin_thread *t, const unsigned char *para
   FOR_BLOCK_THREADS(t, k) if ((int)k < count) p[(size_t)k * (size_t)stride] = v + k;
 }
 
+/* mm_follow(const Holder *h, int n) of tests/apps/managed.cu: h->data[i] = h->data[i] * 3 + h->k,
+   data found through the structure */
+static void mm_follow(const struct ferry_twin_thread *t, const unsigned char *params) {
+  const unsigned char *h = ARG(const unsigned char *, 0);
+  int n = ARG(int, 8);
+  unsigned *data;
+  unsigned k;
+  memcpy(&data, h, sizeof data);
+  memcpy(&k, h + 8, sizeof k);
+  FOR_BLOCK_THREADS(t, i) if ((int)i < n) data[i] = data[i] * 3u + k;
+}
+
 const struct ferry_twin ferry_twins[] = {
     {"_Z6vecAddPKfS0_Pfi", vec_add, 0, 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}},
     {"_Z8sum_intoPKiiPy", sum_into, 0, 3, {{0, 8}, {8, 4}, {16, 8}}},
@@ -516,6 +528,7 @@ const struct ferry_twin ferry_twins[] = {
     {"_Z7mp_fillPjij", mp_fill, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {"_Z8mp_accumPjPKji", mp_accum, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
     {"_Z7mp_pokePjiij", mp_poke, 1, 4, {{0, 8}, {8, 4}, {12, 4}, {16, 4}}},
+    {"_Z9mm_followPK6Holderi", mm_follow, 1, 2, {{0, 8}, {8, 4}}},
     {NULL, NULL, 0, 0, {{0, 0}}},
 };
 

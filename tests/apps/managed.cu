@@ -1,0 +1,133 @@
+// Managed memory (cudaMallocManaged) the way programs use it on devices
+// without concurrent managed access (conjugateGradientUM,
+// UnifiedMemoryStreams): the host writes, kernels read and write, the host
+// reads after a synchronization, in a loop; a kernel that finds managed
+// memory through a structure in managed memory (not among its
+// parameters); prefetches both ways, advice, a stream attachment; the
+// attributes and pointer queries. All arithmetic is on integers: results
+// are checked against the host's, and a migrated run must print the
+// checksum of one that did not move.
+// usage: managed [ITERATIONS=10]
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "cuda_check.h"
+
+struct Holder {
+  unsigned *data;
+  unsigned k;
+};
+
+__global__ void mp_fill(unsigned *out, int n, unsigned seed) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = seed * 2654435761u + (unsigned)i * 40503u;
+}
+__global__ void mp_accum(unsigned *acc, const unsigned *in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) acc[i] = acc[i] * 31u + in[i];
+}
+// data reached through a structure in managed memory
+__global__ void mm_follow(const Holder *h, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) h->data[i] = h->data[i] * 3u + h->k;
+}
+
+#define BLOCK 256
+#define N 8192
+static int launches, bad;
+static uint64_t hash = 1469598103934665603ull;
+static void expect(bool ok, const char *what, int iter) {
+  if (!ok) {
+    printf("FAIL: %s (iteration %d)\n", what, iter);
+    bad++;
+  }
+}
+static void fold(const unsigned *p, size_t n) {
+  for (size_t i = 0; i < n; i++) hash = (hash ^ p[i]) * 1099511628211ull;
+}
+static unsigned fill_value(unsigned seed, int i) { return seed * 2654435761u + (unsigned)i * 40503u; }
+
+int main(int argc, char **argv) {
+  int iters = argc > 1 ? atoi(argv[1]) : 10;
+  int managed = 0, concurrent = 1;
+  CHECK(cudaDeviceGetAttribute(&managed, cudaDevAttrManagedMemory, 0));
+  CHECK(cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, 0));
+  printf("managedMemory: %d concurrentManagedAccess: %d\n", managed, concurrent);
+  expect(managed == 1, "managedMemory is not 1", 0);
+
+  unsigned *in, *acc, *data;
+  Holder *h;
+  CHECK(cudaMallocManaged((void **)&in, N * sizeof(unsigned)));
+  CHECK(cudaMallocManaged((void **)&acc, N * sizeof(unsigned)));
+  CHECK(cudaMallocManaged((void **)&data, N * sizeof(unsigned), cudaMemAttachGlobal));
+  CHECK(cudaMallocManaged((void **)&h, sizeof *h));
+  cudaPointerAttributes pa;
+  CHECK(cudaPointerGetAttributes(&pa, acc));
+  expect(pa.type == cudaMemoryTypeManaged && pa.devicePointer == acc && pa.hostPointer == acc,
+         "cudaPointerGetAttributes of managed memory", 0);
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CHECK(cudaStreamAttachMemAsync(s, data, 0, cudaMemAttachGlobal));
+  cudaMemLocation dev = {cudaMemLocationTypeDevice, 0}, host = {cudaMemLocationTypeHost, 0};
+  CHECK(cudaMemAdvise(in, N * sizeof(unsigned), cudaMemAdviseSetReadMostly, dev));
+
+  std::vector<unsigned> want_acc(N, 0), want_data(N);
+  for (int i = 0; i < N; i++) acc[i] = 0, data[i] = (unsigned)i, want_data[i] = (unsigned)i;
+  h->data = data;
+  // the same structure in device memory: a kernel given it is given no
+  // managed pointer at all, and still reads and writes managed memory
+  Holder *dh;
+  CHECK(cudaMalloc((void **)&dh, sizeof *dh));
+  unsigned grid = (N + BLOCK - 1) / BLOCK;
+  for (int it = 0; it < iters; it++) {
+    // the host writes in, data and the holders' k; kernels read them
+    for (int i = 0; i < N; i++) in[i] = (unsigned)(it * 7919 + i * 31), data[i] += 1u;
+    Holder hv = {data, (unsigned)it * 5u + 1u};
+    h->k = hv.k;
+    CHECK(cudaMemcpyAsync(dh, &hv, sizeof hv, cudaMemcpyHostToDevice, s));
+    mm_follow<<<grid, BLOCK, 0, s>>>(dh, N);
+    CHECK(cudaMemPrefetchAsync(in, N * sizeof(unsigned), dev, 0, s));
+    mp_accum<<<grid, BLOCK, 0, s>>>(acc, in, N);
+    mm_follow<<<grid, BLOCK, 0, s>>>(h, N);
+    launches += 3;
+    CHECK(cudaStreamSynchronize(s));
+    for (int i = 0; i < N; i++) {
+      unsigned k = (unsigned)it * 5u + 1u;
+      want_acc[i] = want_acc[i] * 31u + (unsigned)(it * 7919 + i * 31);
+      want_data[i] = ((want_data[i] + 1u) * 3u + k) * 3u + k;
+    }
+    expect(memcmp(acc, want_acc.data(), N * sizeof(unsigned)) == 0, "acc (kernels on managed memory)", it);
+    expect(memcmp(data, want_data.data(), N * sizeof(unsigned)) == 0,
+           "data (reached through a managed structure)", it);
+    // a kernel overwrites in; a prefetch to the host brings it back
+    mp_fill<<<grid, BLOCK, 0, s>>>(in, N, (unsigned)it);
+    launches++;
+    CHECK(cudaMemPrefetchAsync(in, N * sizeof(unsigned), host, 0, s));
+    CHECK(cudaStreamSynchronize(s));
+    bool ok = true;
+    for (int i = 0; i < N; i++) ok = ok && in[i] == fill_value((unsigned)it, i);
+    expect(ok, "in after a kernel and a prefetch to the host", it);
+    fold(in, N);
+  }
+  CHECK(cudaDeviceSynchronize());
+  fold(acc, N);
+  fold(data, N);
+  // refusals CUDA makes too
+  expect(cudaMallocManaged((void **)&in, 0) == cudaErrorInvalidValue, "a managed allocation of 0 bytes", iters);
+  expect(cudaMemAdvise(&bad, 4, cudaMemAdviseSetReadMostly, dev) == cudaErrorInvalidValue,
+         "advice on memory that is not managed", iters);
+  cudaGetLastError();
+  CHECK(cudaFree(in));
+  CHECK(cudaFree(acc));
+  CHECK(cudaFree(data));
+  CHECK(cudaFree(h));
+  CHECK(cudaFree(dh));
+  CHECK(cudaStreamDestroy(s));
+  printf("launches: %d\n", launches);
+  printf("checksum: %016llx\n", (unsigned long long)hash);
+  printf("%s\n", bad ? "FAILED" : "PASSED");
+  return bad ? 1 : 0;
+}
