@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "cuda_check.h"
@@ -49,6 +50,33 @@ static void fold(const unsigned *p, size_t n) {
   for (size_t i = 0; i < n; i++) hash = (hash ^ p[i]) * 1099511628211ull;
 }
 static unsigned fill_value(unsigned seed, int i) { return seed * 2654435761u + (unsigned)i * 40503u; }
+
+// threads at once, each with its own managed buffers and stream: the host
+// writes, a kernel accumulates, the host checks after its stream's sync
+static void worker(int id, int rounds, uint64_t *sum, int *wrong) {
+  CHECK(cudaSetDevice(0));
+  cudaStream_t st;
+  unsigned *in, *acc;
+  const int n = 2048;
+  CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  CHECK(cudaMallocManaged((void **)&in, n * sizeof(unsigned)));
+  CHECK(cudaMallocManaged((void **)&acc, n * sizeof(unsigned)));
+  std::vector<unsigned> want(n, 0);
+  for (int i = 0; i < n; i++) acc[i] = 0;
+  for (int r = 0; r < rounds; r++) {
+    for (int i = 0; i < n; i++) in[i] = (unsigned)(id * 100003 + r * 7 + i);
+    mp_accum<<<(n + 255) / 256, 256, 0, st>>>(acc, in, n);
+    CHECK(cudaStreamSynchronize(st));
+    for (int i = 0; i < n; i++) want[i] = want[i] * 31u + (unsigned)(id * 100003 + r * 7 + i);
+    if (memcmp(acc, want.data(), n * sizeof(unsigned))) (*wrong)++;
+  }
+  uint64_t h = 0;
+  for (int i = 0; i < n; i++) h = h * 1099511628211ull + acc[i];
+  *sum = h;
+  CHECK(cudaFree(in));
+  CHECK(cudaFree(acc));
+  CHECK(cudaStreamDestroy(st));
+}
 
 int main(int argc, char **argv) {
   int iters = argc > 1 ? atoi(argv[1]) : 10;
@@ -111,10 +139,27 @@ int main(int argc, char **argv) {
     for (int i = 0; i < N; i++) ok = ok && in[i] == fill_value((unsigned)it, i);
     expect(ok, "in after a kernel and a prefetch to the host", it);
     fold(in, N);
+    if (it == 0) {
+      printf("running\n"); /* for a test that kills the server now */
+      fflush(stdout);
+    }
   }
   CHECK(cudaDeviceSynchronize());
   fold(acc, N);
   fold(data, N);
+  {
+    const int nthreads = 4, rounds = 6;
+    uint64_t sums[nthreads] = {0};
+    int wrong[nthreads] = {0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < nthreads; t++) ts.emplace_back(worker, t, rounds, &sums[t], &wrong[t]);
+    for (auto &t : ts) t.join();
+    launches += nthreads * rounds;
+    for (int t = 0; t < nthreads; t++) {
+      expect(wrong[t] == 0, "a thread's managed buffers differ from its host's", t);
+      hash = (hash ^ sums[t]) * 1099511628211ull;
+    }
+  }
   // refusals CUDA makes too
   expect(cudaMallocManaged((void **)&in, 0) == cudaErrorInvalidValue, "a managed allocation of 0 bytes", iters);
   expect(cudaMemAdvise(&bad, 4, cudaMemAdviseSetReadMostly, dev) == cudaErrorInvalidValue,

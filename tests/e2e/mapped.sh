@@ -114,6 +114,31 @@ managed)
   same_checksum mchain
   [ "$(grep -c "now runs on" "$work/mchain.err")" = 3 ] || fail "mchain: expected three moves"
   ;;
+managed_lost)
+  # the server dies while pages of managed memory come and go: the program
+  # gets an error at its next call and ends, it never hangs nor reads
+  # stale pages as if nothing happened
+  start_sim_server
+  export FERRY_DEVICES="tcp://127.0.0.1:$port/0"
+  app timeout 120 "$bin/ferry" run -- "$apps/managed" 1000000 >"$work/lost.out" 2>"$work/lost.err" &
+  app=$!
+  i=0
+  until grep -q running "$work/lost.out" 2>/dev/null; do
+    sleep 0.1
+    i=$((i + 1))
+    [ $i -lt 600 ] || fail "managed did not start"
+  done
+  pkill -KILL -P "$server_pid" 2>/dev/null
+  kill -KILL "$server_pid" 2>/dev/null
+  wait "$server_pid" 2>/dev/null
+  server_pid=
+  wait "$app"
+  rc=$?
+  [ "$rc" = 3 ] || fail "managed exited $rc, expected 3 (a CUDA error)"
+  expect_in lost.out "^FAIL .* -> cudaErrorDevicesUnavailable"
+  expect_not_in lost.out "^PASSED"
+  expect_in lost.err "lost connection"
+  ;;
 servers)
   # to another server and back, and from the process back to a server
   start_sim_server
