@@ -16,41 +16,20 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "host_mem_check.h"
 
 struct Holder {
   unsigned *data;
   unsigned k;
 };
 
-__global__ void mp_fill(unsigned *out, int n, unsigned seed) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = seed * 2654435761u + (unsigned)i * 40503u;
-}
-__global__ void mp_accum(unsigned *acc, const unsigned *in, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) acc[i] = acc[i] * 31u + in[i];
-}
 // data reached through a structure in managed memory
 __global__ void mm_follow(const Holder *h, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) h->data[i] = h->data[i] * 3u + h->k;
 }
 
-#define BLOCK 256
 #define N 8192
-static int launches, bad;
-static uint64_t hash = 1469598103934665603ull;
-static void expect(bool ok, const char *what, int iter) {
-  if (!ok) {
-    printf("FAIL: %s (iteration %d)\n", what, iter);
-    bad++;
-  }
-}
-static void fold(const unsigned *p, size_t n) {
-  for (size_t i = 0; i < n; i++) hash = (hash ^ p[i]) * 1099511628211ull;
-}
-static unsigned fill_value(unsigned seed, int i) { return seed * 2654435761u + (unsigned)i * 40503u; }
-
 // threads at once, each with its own managed buffers and stream: the host
 // writes, a kernel accumulates, the host checks after its stream's sync
 static void worker(int id, int rounds, uint64_t *sum, int *wrong) {

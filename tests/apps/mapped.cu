@@ -18,38 +18,17 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "host_mem_check.h"
 
-__global__ void mp_fill(unsigned *out, int n, unsigned seed) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = seed * 2654435761u + (unsigned)i * 40503u;
-}
-__global__ void mp_accum(unsigned *acc, const unsigned *in, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) acc[i] = acc[i] * 31u + in[i];
-}
 // p[k * stride] = v + k for k < count: a few words of a large buffer
 __global__ void mp_poke(unsigned *p, int stride, int count, unsigned v) {
   int k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k < count) p[(size_t)k * stride] = v + (unsigned)k;
 }
 
-#define BLOCK 256
 #define N 4096                 // words of the small buffers (16 KiB)
 #define BIG (2u << 20)         // words of the large one (8 MiB)
 #define STRIDE 65536           // words between the pokes: one page in 64
-static int launches, bad;
-static uint64_t hash = 1469598103934665603ull;
-
-static void expect(bool ok, const char *what, int iter) {
-  if (!ok) {
-    printf("FAIL: %s (iteration %d)\n", what, iter);
-    bad++;
-  }
-}
-static void fold(const unsigned *p, size_t n) {
-  for (size_t i = 0; i < n; i++) hash = (hash ^ p[i]) * 1099511628211ull;
-}
-static unsigned fill_value(unsigned seed, int i) { return seed * 2654435761u + (unsigned)i * 40503u; }
 
 int main(int argc, char **argv) {
   int iters = argc > 1 ? atoi(argv[1]) : 12;

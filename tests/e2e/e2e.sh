@@ -159,10 +159,7 @@ server_killed)
   done
   sleep 0.5
   # kill the whole server, sessions included
-  pkill -KILL -P "$server_pid" 2>/dev/null
-  kill -KILL "$server_pid" 2>/dev/null
-  wait "$server_pid" 2>/dev/null
-  server_pid=
+  kill_server
   wait "$app"
   rc=$?
   [ "$rc" = 3 ] || fail "long_run exited $rc, expected 3 (a CUDA error)"

@@ -65,6 +65,14 @@ LIVE="100 20000"
 
 # run LABEL APP ARGS...: the app through `ferry run`, output in
 # $work/LABEL.out and .err; prints the exit status
+# kill_server: the last server started, sessions included, at once
+kill_server() {
+  pkill -KILL -P "$server_pid" 2>/dev/null
+  kill -KILL "$server_pid" 2>/dev/null
+  wait "$server_pid" 2>/dev/null
+  server_pid=
+}
+
 run() {
   label=$1 name=$2
   shift 2

@@ -128,10 +128,7 @@ managed_lost)
     i=$((i + 1))
     [ $i -lt 600 ] || fail "managed did not start"
   done
-  pkill -KILL -P "$server_pid" 2>/dev/null
-  kill -KILL "$server_pid" 2>/dev/null
-  wait "$server_pid" 2>/dev/null
-  server_pid=
+  kill_server
   wait "$app"
   rc=$?
   [ "$rc" = 3 ] || fail "managed exited $rc, expected 3 (a CUDA error)"

@@ -1,0 +1,36 @@
+// What tests/apps/mapped.cu and managed.cu share: kernels on memory the
+// host also reads and writes (their CPU twins are in tests/twins), and the
+// checks and checksum of the results.
+#ifndef FERRY_TESTS_HOST_MEM_CHECK_H
+#define FERRY_TESTS_HOST_MEM_CHECK_H
+
+#include <cstdint>
+#include <cstdio>
+
+__global__ void mp_fill(unsigned *out, int n, unsigned seed) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = seed * 2654435761u + (unsigned)i * 40503u;
+}
+__global__ void mp_accum(unsigned *acc, const unsigned *in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) acc[i] = acc[i] * 31u + in[i];
+}
+// mp_fill's value, on the host
+static unsigned fill_value(unsigned seed, int i) { return seed * 2654435761u + (unsigned)i * 40503u; }
+
+#define BLOCK 256
+static int launches, bad;
+static uint64_t hash = 1469598103934665603ull;
+
+static void expect(bool ok, const char *what, int iter) {
+  if (!ok) {
+    printf("FAIL: %s (iteration %d)\n", what, iter);
+    bad++;
+  }
+}
+// FNV-1a of the results: a migrated run must print an unmoved run's
+static void fold(const unsigned *p, size_t n) {
+  for (size_t i = 0; i < n; i++) hash = (hash ^ p[i]) * 1099511628211ull;
+}
+
+#endif
