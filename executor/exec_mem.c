@@ -148,6 +148,7 @@ void exec_free_memory(struct ferry_exec *ex, int driver_ok) {
   if (ex->window_ok && driver_ok)
     ex->d->MemAddressFree(FERRY_HOST_WINDOW_BASE, FERRY_HOST_WINDOW_SIZE);
   ex->window_ok = 0;
+  exec_free_loose(ex, driver_ok);
 }
 
 /* ---- staging ---- */

@@ -16,6 +16,8 @@ int ferry_host_pinned(const void *p);
 /* the pinned block holding p: its start and size, and whether it lies in
    the shared arena; 0 when p is no pinned memory */
 int ferry_host_block(const void *p, uint64_t *base, uint64_t *size, int *shared);
+/* the program registered some host memory (cudaHostRegister) */
+int ferry_host_any_registered(void);
 /* managed memory (cudaMallocManaged): a block of the shared arena, NULL
    when there is none; the managed block holding p; its release (p its
    start: 0 or cudaErrorInvalidValue) */

@@ -107,6 +107,7 @@ struct host_block {
   int locked;     /* page-locked by a local driver (after a migration) */
 };
 static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
+static int nregistered; /* cudaHostRegister'ed blocks (atomic: read without the lock) */
 static struct host_block *host_blocks;
 static size_t nhost, host_cap;
 /* the first local GPU: pinned buffers are page-locked with its driver
@@ -193,6 +194,7 @@ static int host_add(void *p, size_t size, unsigned flags, int registered, uint32
     host_cap = cap;
   }
   host_blocks[nhost] = (struct host_block){p, size, flags, registered, 0, 0};
+  if (registered) __atomic_add_fetch(&nregistered, 1, __ATOMIC_RELEASE);
   host_lock_with(lock_gpu, &host_blocks[nhost++]);
   *helpers = !registered && in_arena(p) ? helper_vgpus : 0;
   pthread_mutex_unlock(&host_lock);
@@ -222,6 +224,7 @@ static int host_remove(void *p, int registered, uint32_t *helpers) {
     if (host_blocks[i].ptr != p || host_blocks[i].registered != registered) continue;
     if (host_blocks[i].locked) ferry_local_host_unlock(lock_gpu, p);
     *helpers = !registered && in_arena(p) ? helper_vgpus : 0;
+    if (registered) __atomic_sub_fetch(&nregistered, 1, __ATOMIC_RELEASE);
     host_blocks[i] = host_blocks[--nhost];
     found = 1;
     break;
@@ -234,6 +237,8 @@ int ferry_host_pinned(const void *p) {
   struct host_block b;
   return host_find(p, &b);
 }
+
+int ferry_host_any_registered(void) { return __atomic_load_n(&nregistered, __ATOMIC_ACQUIRE) > 0; }
 
 int ferry_host_block(const void *p, uint64_t *base, uint64_t *size, int *shared) {
   struct host_block b;

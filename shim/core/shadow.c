@@ -40,6 +40,9 @@ struct shadow {
   int owner;           /* the vGPU whose kernels use it */
   int fresh;           /* its device copy is not made yet (new, or on a new server) */
   int managed;         /* cudaMallocManaged's: any work of its vGPU may use it */
+  int loose;           /* cudaHostRegister'ed memory, outside the shared arena: a helper
+                          needs a shadow of it too */
+  uint64_t start, end; /* the block itself; addr and size round it out to pages */
   unsigned char *twin; /* the pages as last exchanged */
   uint64_t *hash;      /* ferry_chunk_hash of each twin page */
 };
@@ -65,9 +68,19 @@ static struct {
   } v[FERRY_MAX_VGPUS];
   int live[FERRY_MAX_VGPUS];    /* shadows per vGPU (atomic: the fast path reads it unlocked) */
   int managed[FERRY_MAX_VGPUS]; /* managed ones among them (atomic) */
+  int loose[FERRY_MAX_VGPUS];   /* loose ones among them (atomic) */
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static int remote(const struct ferry_vgpu *v) { return !ferry_is_local(v) && !v->link.helper_pid; }
+/* v's GPU cannot reach s's memory: a server, or a helper for memory it does not share */
+static int needs(const struct ferry_vgpu *v, const struct shadow *s) {
+  return remote(v) || (!ferry_is_local(v) && s->loose);
+}
+/* some shadow of v needs its copy on v's GPU (unlocked: the fast path) */
+static int shadowed(const struct ferry_vgpu *v) {
+  return __atomic_load_n(&S.live[v->index], __ATOMIC_ACQUIRE) &&
+         (remote(v) || (!ferry_is_local(v) && __atomic_load_n(&S.loose[v->index], __ATOMIC_ACQUIRE)));
+}
 
 static struct shadow *find(uint64_t addr) {
   for (size_t i = 0; i < S.n; i++)
@@ -75,7 +88,9 @@ static struct shadow *find(uint64_t addr) {
   return NULL;
 }
 
-static int add(int vi, uint64_t base, uint64_t span, int managed) {
+/* a shadow of [start, end), owned by vGPU vi */
+static int add(int vi, uint64_t start, uint64_t end, int managed, int loose) {
+  uint64_t base = start / PAGE * PAGE, span = (end + PAGE - 1) / PAGE * PAGE - base;
   if (S.n == S.cap) {
     size_t cap = S.cap ? S.cap * 2 : 8;
     struct shadow *t = realloc(S.tab, cap * sizeof *t);
@@ -90,9 +105,10 @@ static int add(int vi, uint64_t base, uint64_t span, int managed) {
     free(hash);
     return cudaErrorMemoryAllocation;
   }
-  S.tab[S.n++] = (struct shadow){base, span, vi, 1, managed, twin, hash};
+  S.tab[S.n++] = (struct shadow){base, span, vi, 1, managed, loose, start, end, twin, hash};
   __atomic_add_fetch(&S.live[vi], 1, __ATOMIC_RELEASE);
   if (managed) __atomic_add_fetch(&S.managed[vi], 1, __ATOMIC_RELEASE);
+  if (loose) __atomic_add_fetch(&S.loose[vi], 1, __ATOMIC_RELEASE);
   ferry_debug("device %d: its kernels use pinned host memory %p (%llu bytes): it gets a shadow "
               "on each server", vi, (void *)(uintptr_t)base, (unsigned long long)span);
   return 0;
@@ -112,17 +128,11 @@ int ferry_shadow_expose(struct ferry_vgpu *v, uint64_t addr) {
                 "memory shared by two devices is not supported by ferry; returning "
                 "cudaErrorNotSupported", (void *)(uintptr_t)addr, s->owner, v->index);
     rc = cudaErrorNotSupported;
-  } else if (!s && !shared && remote(v)) {
-    static int said;
-    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
-      ferry_log("device access to host memory registered with cudaHostRegister (%p, zero-copy) is "
-                "not supported by ferry on a remote GPU (memory from cudaHostAlloc is); returning "
-                "cudaErrorNotSupported", (void *)(uintptr_t)addr);
-    rc = cudaErrorNotSupported;
-  } else if (!s && shared) {
-    /* a helper or this process reaches it directly; it is recorded all the
-       same, so that a move to a server makes its shadow */
-    rc = add(v->index, base, (size + PAGE - 1) / PAGE * PAGE, 0);
+  } else if (!s) {
+    /* a helper or this process reaches the arena's memory directly, and
+       this process the program's registered memory: recorded all the
+       same, so that a move makes the shadow where it is needed */
+    rc = add(v->index, base, base + size, 0, !shared);
   }
   pthread_mutex_unlock(&S.lock);
   return rc;
@@ -130,7 +140,7 @@ int ferry_shadow_expose(struct ferry_vgpu *v, uint64_t addr) {
 
 int ferry_shadow_manage(struct ferry_vgpu *v, uint64_t addr, uint64_t size) {
   pthread_mutex_lock(&S.lock);
-  int rc = add(v->index, addr, (size + PAGE - 1) / PAGE * PAGE, 1);
+  int rc = add(v->index, addr, addr + size, 1, 0);
   pthread_mutex_unlock(&S.lock);
   return rc;
 }
@@ -141,11 +151,14 @@ void ferry_shadow_touch(void) { touching = 1; }
 
 int ferry_shadow_scan(struct ferry_vgpu *v, const void *params, size_t len) {
   const unsigned char *p = params;
-  int hit = 0;
+  int hit = 0, registered = ferry_host_any_registered();
   for (size_t at = 0; at + 8 <= len; at += 8) {
     uint64_t w;
     memcpy(&w, p + at, 8);
-    if (w - FERRY_HOST_WINDOW_BASE >= FERRY_HOST_WINDOW_SIZE) continue;
+    /* the arena's pinned memory; registered memory anywhere in user space */
+    if (w - FERRY_HOST_WINDOW_BASE >= FERRY_HOST_WINDOW_SIZE &&
+        (!registered || w < 4096 || w >= (1ull << 47)))
+      continue;
     int rc = ferry_shadow_expose(v, w);
     if (rc > 1) return rc;
     if (!rc) hit = 1;
@@ -238,7 +251,7 @@ static int push(struct ferry_vgpu *v, uint32_t stream) {
   unmap_unused(v);
   for (size_t i = 0; i < S.n && !rc; i++) {
     struct shadow *s = &S.tab[i];
-    if (s->owner != v->index) continue;
+    if (s->owner != v->index || !needs(v, s)) continue;
     const unsigned char *host = (const unsigned char *)(uintptr_t)s->addr;
     if (s->fresh) {
       if ((rc = map_shadow(v, s))) break;
@@ -271,13 +284,17 @@ static int push(struct ferry_vgpu *v, uint32_t stream) {
 }
 
 /* one page the device changed: into the twin, and into the host's page
-   where the host left the bytes as they were */
+   where the host left the bytes as they were; never outside the block
+   (registered memory shares its first and last pages with other memory) */
 static void take_page(struct shadow *s, uint64_t off, const unsigned char *dev) {
   unsigned char *host = (unsigned char *)(uintptr_t)s->addr + off, *twin = s->twin + off;
-  if (memcmp(host, twin, PAGE) == 0) {
+  uint64_t at = s->addr + off;
+  unsigned lo = at < s->start ? (unsigned)(s->start - at) : 0;
+  unsigned hi = at + PAGE > s->end ? (unsigned)(s->end - at) : PAGE;
+  if (lo == 0 && hi == PAGE && memcmp(host, twin, PAGE) == 0) {
     memcpy(host, dev, PAGE);
   } else {
-    for (unsigned i = 0; i < PAGE; i++)
+    for (unsigned i = lo; i < hi; i++)
       if (dev[i] != twin[i]) host[i] = dev[i];
   }
   memcpy(twin, dev, PAGE);
@@ -300,7 +317,7 @@ static int pull(struct ferry_vgpu *v) {
   size_t n = 0;
   uint64_t total = 0, pages = 0;
   for (size_t i = 0; i < S.n; i++)
-    if (S.tab[i].owner == v->index && !S.tab[i].fresh) n++, total += S.tab[i].size;
+    if (S.tab[i].owner == v->index && !S.tab[i].fresh && needs(v, &S.tab[i])) n++, total += S.tab[i].size;
   if (!n) return 0;
   pages = total / PAGE;
   uint64_t *ranges = malloc((total <= PULL_WHOLE ? n : pages) * 16);
@@ -309,7 +326,7 @@ static int pull(struct ferry_vgpu *v) {
   int rc = ranges ? 0 : cudaErrorMemoryAllocation;
   size_t nr = 0;
   for (size_t i = 0; i < S.n && !rc; i++)
-    if (S.tab[i].owner == v->index && !S.tab[i].fresh) {
+    if (S.tab[i].owner == v->index && !S.tab[i].fresh && needs(v, &S.tab[i])) {
       ranges[2 * nr] = S.tab[i].addr;
       ranges[2 * nr + 1] = S.tab[i].size;
       nr++;
@@ -327,7 +344,7 @@ static int pull(struct ferry_vgpu *v) {
     want = 0;
     for (size_t i = 0; i < S.n && !rc; i++) {
       struct shadow *s = &S.tab[i];
-      if (s->owner != v->index || s->fresh) continue;
+      if (s->owner != v->index || s->fresh || !needs(v, s)) continue;
       for (uint64_t p = 0; p < s->size / PAGE; p++, k++) {
         if (hashes[k] == s->hash[p]) continue;
         uint64_t at = s->addr + p * PAGE;
@@ -434,7 +451,7 @@ int ferry_shadow_before(struct ferry_vgpu *v, unsigned call, const void *args) {
   /* managed memory: any work may use it (a kernel finds it through a
      structure as well as through its parameters) */
   int touched = touching || __atomic_load_n(&S.managed[v->index], __ATOMIC_ACQUIRE);
-  if (!touched || !__atomic_load_n(&S.live[v->index], __ATOMIC_ACQUIRE) || !remote(v)) return 0;
+  if (!touched || !shadowed(v)) return 0;
   int64_t stream = device_work(call, args);
   if (stream < 0) return 0;
   pthread_mutex_lock(&S.lock);
@@ -446,7 +463,7 @@ int ferry_shadow_before(struct ferry_vgpu *v, unsigned call, const void *args) {
 int ferry_shadow_after(struct ferry_vgpu *v, unsigned call, const void *args, int rc) {
   int touched = touching || __atomic_load_n(&S.managed[v->index], __ATOMIC_ACQUIRE);
   touching = 0;
-  if (rc || !__atomic_load_n(&S.live[v->index], __ATOMIC_ACQUIRE) || !remote(v)) return rc;
+  if (rc || !shadowed(v)) return rc;
   int64_t work = touched ? device_work(call, args) : -1, waited = waits_for(call, args);
   if (work < 0 && waited < 0) return rc;
   pthread_mutex_lock(&S.lock);
@@ -473,6 +490,7 @@ void ferry_shadow_forget(const void *p) {
     if (!s->fresh) unref_chunks(v, s); /* unmapped at v's next exchange */
     __atomic_sub_fetch(&S.live[s->owner], 1, __ATOMIC_RELEASE);
     if (s->managed) __atomic_sub_fetch(&S.managed[s->owner], 1, __ATOMIC_RELEASE);
+    if (s->loose) __atomic_sub_fetch(&S.loose[s->owner], 1, __ATOMIC_RELEASE);
     free(s->twin);
     free(s->hash);
     *s = S.tab[--S.n];
@@ -481,7 +499,7 @@ void ferry_shadow_forget(const void *p) {
 }
 
 int ferry_shadow_settle(struct ferry_vgpu *v) {
-  if (!__atomic_load_n(&S.live[v->index], __ATOMIC_ACQUIRE) || !remote(v)) return 0;
+  if (!shadowed(v)) return 0;
   pthread_mutex_lock(&S.lock);
   int rc = pull(v);
   if (!rc) waited_for(v->index, WHOLE_DEVICE);

@@ -118,6 +118,35 @@ int main(int argc, char **argv) {
   expect(ok, "a new mapped block at a freed one's address", iters);
   fold(c, N);
 
+  // memory the program registered (cudaHostRegister with the mapped flag,
+  // as simpleHostRegister does), starting 400 bytes into a page: a kernel
+  // fills it through its device pointer while the host writes the words
+  // before and after it in the same pages, which must keep the host's values
+  {
+    void *raw_p = nullptr;
+    const int before = 100, after = 50;
+    if (posix_memalign(&raw_p, 4096, (size_t)(N + 2048) * sizeof(unsigned))) return 2;
+    unsigned *raw = (unsigned *)raw_p, *reg = raw + before, *dreg = nullptr;
+    memset(raw, 0, (size_t)(N + 2048) * sizeof(unsigned));
+    CHECK(cudaHostRegister(reg, N * sizeof(unsigned), cudaHostRegisterMapped));
+    CHECK(cudaHostGetDevicePointer((void **)&dreg, reg, 0));
+    for (int r = 0; r < 3; r++) {
+      mp_fill<<<grid, BLOCK, 0, s>>>(dreg, N, 200u + (unsigned)r);
+      launches++;
+      for (int i = 0; i < before; i++) raw[i] = 0xabc000u + (unsigned)(r * 1000 + i);
+      for (int i = 0; i < after; i++) reg[N + i] = 0xdef000u + (unsigned)(r * 1000 + i);
+      CHECK(cudaStreamSynchronize(s));
+      ok = true;
+      for (int i = 0; i < N; i++) ok = ok && reg[i] == fill_value(200u + (unsigned)r, i);
+      for (int i = 0; i < before; i++) ok = ok && raw[i] == 0xabc000u + (unsigned)(r * 1000 + i);
+      for (int i = 0; i < after; i++) ok = ok && reg[N + i] == 0xdef000u + (unsigned)(r * 1000 + i);
+      expect(ok, "registered memory a kernel filled, or the host's words around it", r);
+      fold(reg, N);
+    }
+    CHECK(cudaHostUnregister(reg));
+    free(raw);
+  }
+
   // a kernel on mapped memory in a stream only an event waits for, then
   // synchronizations of another stream whose work uses no mapped memory
   cudaStream_t s2;

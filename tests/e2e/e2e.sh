@@ -91,9 +91,6 @@ unsupported)
     "$work/unsupported.err")
   [ "$n" = 1 ] || fail "expected one warning for cudaLaunchAttributeProgrammaticEvent, got $n"
   expect_in unsupported.err "launch attribute id 99 is not supported"
-  expect_in unsupported.out "zero_copy_memset=cudaErrorNotSupported"
-  expect_in unsupported.err "device access to host memory registered with cudaHostRegister (0x[0-9a-f]*, zero-copy) is not supported by ferry on a remote GPU"
-  expect_in unsupported.out "mapped_device_pointer=cudaErrorNotSupported"
   ;;
 rcuda)
   start_sim_server
