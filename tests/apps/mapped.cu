@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sys/mman.h>
 #include <vector>
 
 #include "cuda_check.h"
@@ -123,9 +124,13 @@ int main(int argc, char **argv) {
   // fills it through its device pointer while the host writes the words
   // before and after it in the same pages, which must keep the host's values
   {
-    void *raw_p = nullptr;
+    // from mmap, at an address that a server built like this program (with
+    // AddressSanitizer, whose heap sits at fixed addresses) has free too
     const int before = 100, after = 50;
-    if (posix_memalign(&raw_p, 4096, (size_t)(N + 2048) * sizeof(unsigned))) return 2;
+    const size_t raw_bytes = (size_t)(N + 2048) * sizeof(unsigned);
+    void *raw_p = mmap((void *)0x4c0000000000ull, raw_bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw_p == MAP_FAILED) return 2;
     unsigned *raw = (unsigned *)raw_p, *reg = raw + before, *dreg = nullptr;
     memset(raw, 0, (size_t)(N + 2048) * sizeof(unsigned));
     CHECK(cudaHostRegister(reg, N * sizeof(unsigned), cudaHostRegisterMapped));
@@ -144,7 +149,7 @@ int main(int argc, char **argv) {
       fold(reg, N);
     }
     CHECK(cudaHostUnregister(reg));
-    free(raw);
+    munmap(raw_p, raw_bytes);
   }
 
   // a kernel on mapped memory in a stream only an event waits for, then
