@@ -575,17 +575,7 @@ static CUresult pack_params(const struct ferry_layout *l, void **params, void **
    global's address is that address (a kernel gets its own globals without
    one): it is given where the global lives now. */
 static void translate_params(const struct ferry_layout *l, int vgpu, ferry_blob *packed) {
-  if (packed->ptr != params_buf) {
-    memcpy(params_buf, packed->ptr, packed->len);
-    packed->ptr = params_buf;
-  }
-  for (uint32_t i = 0; i < l->nparams; i++) {
-    if (l->sizes[i] != 8) continue;
-    uint64_t x;
-    memcpy(&x, params_buf + l->offsets[i], 8);
-    uint64_t y = ferry_global_now(vgpu, x);
-    if (y != x) memcpy(params_buf + l->offsets[i], &y, 8);
-  }
+  packed->ptr = ferry_params_now(l, vgpu, packed->ptr, packed->len, params_buf);
 }
 
 static CUresult launch(CUfunction h, dim3 grid, dim3 block, unsigned shmem, CUstream stream,

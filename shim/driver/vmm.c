@@ -103,21 +103,13 @@ static void handle_drop(struct vmm_handle *e) {
   free_slots[nfree_slots++] = (size_t)(e - handles);
 }
 
-/* ---- the GPU side: the arena's backend is the recorded mem_map ---- */
-static int map_remote(void *ctx, uint64_t addr, uint64_t size) {
-  struct ferry_mem_map_args a = {addr, size};
-  return ferry_call(ctx, FERRY_CALL_mem_map, &a, NULL, NULL);
-}
-static int unmap_remote(void *ctx, uint64_t addr, uint64_t size) {
-  struct ferry_mem_unmap_args a = {addr, size};
-  return ferry_call(ctx, FERRY_CALL_mem_unmap, &a, NULL, NULL);
-}
-
+/* ---- the GPU side: the arena's backend is the recorded mem_map
+   (ferry_device_backend) ---- */
 /* e's memory moves to [to, to + size), already reserved (under vmm_lock
    and v's arena_lock): mapped there, copied, unmapped where it was */
 static CUresult move_memory(struct ferry_vgpu *v, struct vmm_handle *e, uint64_t value,
                             uint64_t to) {
-  struct ferry_arena_backend be = {map_remote, unmap_remote, v};
+  struct ferry_arena_backend be = ferry_device_backend(v);
   int rc = ferry_arena_map_at(&v->arena, to, e->size, value, &be);
   if (rc) return ferry_cu_result(rc);
   /* the legacy default stream: after the work the program already queued */
@@ -164,7 +156,7 @@ static const struct ferry_region *mapped_in(const struct ferry_vgpu *v, uint64_t
 
 /* e's memory is gone from the GPU (under both locks) */
 static int free_memory(struct ferry_vgpu *v, struct vmm_handle *e) {
-  struct ferry_arena_backend be = {map_remote, unmap_remote, v};
+  struct ferry_arena_backend be = ferry_device_backend(v);
   int rc = ferry_arena_unmap_at(&v->arena, e->at, &be);
   if (!rc && e->own_resv) ferry_arena_unreserve(&v->arena, e->own_resv);
   return rc;
@@ -377,7 +369,7 @@ static CUresult map_locked(struct ferry_vgpu *v, uint64_t ptr, size_t size, size
     if (e->at) {
       if ((rc = move_memory(v, e, handle, ptr))) return rc;
     } else {
-      struct ferry_arena_backend be = {map_remote, unmap_remote, v};
+      struct ferry_arena_backend be = ferry_device_backend(v);
       int err = ferry_arena_map_at(&v->arena, ptr, size, handle, &be);
       if (err) return ferry_cu_result(err);
       e->at = ptr;

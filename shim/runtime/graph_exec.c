@@ -16,7 +16,6 @@
 #include "common/log.h"
 #include "protocol/graph.h"
 #include "protocol/layout.h"
-#include "shim/core/hooks.h"
 #include "shim/core/shadow.h"
 #include "shim/core/link.h"
 #include "shim/migrate/migrate.h"
@@ -29,12 +28,7 @@ struct emit {
   int target; /* the vGPU it goes to, when known (module variables are looked up there) */
 };
 
-/* A module variable's address the driver front end handed out, where the
-   variable lives now (it moves with each migration: the driver picks it
-   on each GPU). XLA passes its constants' addresses so. */
-static uint64_t now_at(int vgpu, uint64_t addr) {
-  return vgpu >= 0 && ferry_hooks.global_now ? ferry_hooks.global_now(vgpu, addr) : addr;
-}
+static __thread unsigned char moved_params[FERRY_MAX_PARAM_BYTES];
 
 static int put(struct emit *e, const struct ferry_gnode *n, uint32_t *index) {
   *index = e->b.nnodes;
@@ -62,7 +56,7 @@ static int emit_node(struct emit *e, const struct ferry_gnode_obj *n, const uint
   }
   struct ferry_gnode gn = {.ndeps = ndeps ? ndeps : nroot, .deps = ndeps ? deps : root};
   int rc = 0;
-  unsigned char *moved = NULL; /* kernel parameters with module variables where they are now */
+  int target = op->vgpu >= 0 ? op->vgpu : e->target; /* where module variables are looked up */
   /* a disabled node keeps its place and edges, and does nothing */
   switch (n->disabled ? cudaGraphNodeTypeEmpty : op->type) {
   case cudaGraphNodeTypeKernel:
@@ -73,34 +67,24 @@ static int emit_node(struct emit *e, const struct ferry_gnode_obj *n, const uint
     gn.u.kernel.shmem = op->u.kernel.shmem;
     gn.u.kernel.params = op->u.kernel.params;
     gn.u.kernel.params_len = op->u.kernel.params_len;
-    /* pointer parameters naming module variables: where they are now */
-    for (uint32_t i = 0; op->u.kernel.layout && i < op->u.kernel.layout->nparams; i++) {
-      const struct ferry_layout *l = op->u.kernel.layout;
-      uint64_t x, y;
-      if (l->sizes[i] != 8 || l->offsets[i] + 8 > op->u.kernel.params_len) continue;
-      memcpy(&x, op->u.kernel.params + l->offsets[i], 8);
-      if ((y = now_at(op->vgpu >= 0 ? op->vgpu : e->target, x)) == x) continue;
-      if (!moved && !(moved = malloc(op->u.kernel.params_len))) {
-        rc = cudaErrorMemoryAllocation;
-        break;
-      }
-      if (gn.u.kernel.params != moved) memcpy(moved, op->u.kernel.params, op->u.kernel.params_len);
-      gn.u.kernel.params = moved;
-      memcpy(moved + l->offsets[i], &y, 8);
-    }
+    /* pointer parameters naming module variables: where they are now
+       (put copies them before the buffer is used again) */
+    if (op->u.kernel.params_len <= sizeof moved_params)
+      gn.u.kernel.params = ferry_params_now(op->u.kernel.layout, target, op->u.kernel.params,
+                                            op->u.kernel.params_len, moved_params);
     gn.u.kernel.attrs = op->u.kernel.attrs;
     gn.u.kernel.attrs_len = op->u.kernel.attrs_len;
     break;
   case cudaGraphNodeTypeMemset:
     gn.type = FERRY_GNODE_MEMSET;
     gn.u.memset = op->u.memset;
-    gn.u.memset.dst = now_at(op->vgpu >= 0 ? op->vgpu : e->target, gn.u.memset.dst);
+    gn.u.memset.dst = ferry_variable_now(target, gn.u.memset.dst);
     break;
   case cudaGraphNodeTypeMemcpy:
     gn.type = FERRY_GNODE_MEMCPY;
     gn.u.memcpy = op->u.memcpy;
-    gn.u.memcpy.dst = now_at(op->vgpu >= 0 ? op->vgpu : e->target, gn.u.memcpy.dst);
-    gn.u.memcpy.src = now_at(op->vgpu >= 0 ? op->vgpu : e->target, gn.u.memcpy.src);
+    gn.u.memcpy.dst = ferry_variable_now(target, gn.u.memcpy.dst);
+    gn.u.memcpy.src = ferry_variable_now(target, gn.u.memcpy.src);
     break;
   case cudaGraphNodeTypeEventRecord:
   case cudaGraphNodeTypeWaitEvent:
@@ -138,7 +122,6 @@ static int emit_node(struct emit *e, const struct ferry_gnode_obj *n, const uint
   }
   if (!rc) rc = put(e, &gn, &map[n->index]);
   free(deps);
-  free(moved);
   return rc;
 }
 

@@ -25,6 +25,7 @@ struct ferry_vgpu *ferry_vgpu_of(const void *p) {
 }
 
 /* ---- allocation ---- */
+/* the arena's backend: the recorded mem_map / mem_unmap on v's GPU */
 static int map_remote(void *ctx, uint64_t addr, uint64_t size) {
   struct ferry_mem_map_args a = {addr, size};
   return ferry_call(ctx, FERRY_CALL_mem_map, &a, NULL, NULL);
@@ -34,8 +35,12 @@ static int unmap_remote(void *ctx, uint64_t addr, uint64_t size) {
   return ferry_call(ctx, FERRY_CALL_mem_unmap, &a, NULL, NULL);
 }
 
+struct ferry_arena_backend ferry_device_backend(struct ferry_vgpu *v) {
+  return (struct ferry_arena_backend){map_remote, unmap_remote, v};
+}
+
 int ferry_device_alloc(struct ferry_vgpu *v, uint64_t size, void **out) {
-  struct ferry_arena_backend be = {map_remote, unmap_remote, v};
+  struct ferry_arena_backend be = ferry_device_backend(v);
   uint64_t addr = 0;
   pthread_mutex_lock(&v->arena_lock);
   int rc = ferry_arena_alloc(&v->arena, size, &be, &addr);
@@ -47,7 +52,7 @@ int ferry_device_alloc(struct ferry_vgpu *v, uint64_t size, void **out) {
 
 /* frees addr with no wait: the caller knows no queued work uses it */
 int ferry_device_release(struct ferry_vgpu *v, uint64_t addr) {
-  struct ferry_arena_backend be = {map_remote, unmap_remote, v};
+  struct ferry_arena_backend be = ferry_device_backend(v);
   pthread_mutex_lock(&v->arena_lock);
   int rc = ferry_arena_free(&v->arena, addr, &be);
   pthread_mutex_unlock(&v->arena_lock);
@@ -200,8 +205,8 @@ static int device_side(const void *p, uint64_t count, struct ferry_vgpu **v) {
    migration, the driver front end's handed-out addresses are translated to
    where the variable lives now (driver/module.c) */
 static void *global_now(const void *p) {
-  if (ferry_vgpu_of(p) || !ferry_hooks.global_now) return (void *)p;
-  return (void *)(uintptr_t)ferry_hooks.global_now(ferry_thread()->device, (uint64_t)(uintptr_t)p);
+  if (ferry_vgpu_of(p)) return (void *)p;
+  return (void *)(uintptr_t)ferry_variable_now(ferry_thread()->device, (uint64_t)(uintptr_t)p);
 }
 #define GLOBALS_NOW(kind, dst, src)                                                            \
   do {                                                                                         \

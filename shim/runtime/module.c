@@ -372,6 +372,27 @@ int ferry_launch_check(const struct ferry_vgpu *v, dim3 grid, dim3 block) {
   return 0;
 }
 
+uint64_t ferry_variable_now(int vgpu, uint64_t addr) {
+  return vgpu >= 0 && ferry_hooks.global_now ? ferry_hooks.global_now(vgpu, addr) : addr;
+}
+
+const unsigned char *ferry_params_now(const struct ferry_layout *l, int vgpu,
+                                      const unsigned char *params, uint32_t len, unsigned char *buf) {
+  const unsigned char *out = params;
+  for (uint32_t i = 0; l && i < l->nparams; i++) {
+    uint64_t x, y;
+    if (l->sizes[i] != 8 || l->offsets[i] + 8 > len) continue;
+    memcpy(&x, params + l->offsets[i], 8);
+    if ((y = ferry_variable_now(vgpu, x)) == x) continue;
+    if (out != buf) {
+      if (buf != params) memcpy(buf, params, len);
+      out = buf;
+    }
+    memcpy(buf + l->offsets[i], &y, 8);
+  }
+  return out;
+}
+
 static __thread unsigned char param_buf[FERRY_MAX_PARAM_BYTES];
 
 int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,

@@ -35,6 +35,16 @@ int ferry_kernel_lookup(const void *func, struct ferry_kernel **k);
 #define FERRY_LAUNCH_COOPERATIVE 2u
 /* attrs: CUlaunchAttribute array of plain-valued attributes (see
    protocol/calls.def), {NULL, 0} for a plain launch */
+struct ferry_layout;
+/* A module variable's address the driver front end handed out, where the
+   variable lives on vgpu now (a migration moves it: the driver picks it on
+   each GPU); any other address as it is */
+uint64_t ferry_variable_now(int vgpu, uint64_t addr);
+/* params, packed by l, with its pointer-sized parameters that name such
+   variables where they are now: params itself when none moved, else buf
+   (len bytes; it may be params) holding the translated copy */
+const unsigned char *ferry_params_now(const struct ferry_layout *l, int vgpu,
+                                      const unsigned char *params, uint32_t len, unsigned char *buf);
 int ferry_launch(struct ferry_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
                  cudaStream_t stream, unsigned flags, ferry_blob attrs);
 int ferry_kernel_func_id(struct ferry_kernel *k, struct ferry_vgpu *v, uint32_t *func);
@@ -82,6 +92,8 @@ int ferry_memset_wide(void *dst, size_t pitch, uint32_t value, unsigned elem, si
                       size_t height, cudaStream_t stream, int per_thread);
 /* a new allocation in v's arena (0 or a cudaError_t); a release frees
    one without waiting: the caller knows no queued work uses it */
+/* v's arena mapped on its GPU with the recorded mem_map / mem_unmap */
+struct ferry_arena_backend ferry_device_backend(struct ferry_vgpu *v);
 int ferry_device_alloc(struct ferry_vgpu *v, uint64_t size, void **out);
 int ferry_device_release(struct ferry_vgpu *v, uint64_t addr);
 

@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "protocol/graph.h"
-#include "shim/core/hooks.h"
 #include "shim/core/link.h"
 #include "shim/runtime/graph.h"
 
@@ -56,7 +55,15 @@ void ferry_shadow_touch(void) {}
 /* no migration here: no call is ever stale */
 void ferry_expect_generation(struct ferry_vgpu *v, uint64_t gen) { (void)v, (void)gen; }
 /* no driver front end: module variables never move */
-struct ferry_hooks ferry_hooks;
+uint64_t ferry_variable_now(int vgpu, uint64_t addr) {
+  (void)vgpu;
+  return addr;
+}
+const unsigned char *ferry_params_now(const struct ferry_layout *l, int vgpu,
+                                      const unsigned char *params, uint32_t len, unsigned char *buf) {
+  (void)l, (void)vgpu, (void)len, (void)buf;
+  return params;
+}
 
 /* the wire: what the last graph_instantiate carried, and the calls made */
 static unsigned char *sent;
