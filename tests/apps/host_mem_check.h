@@ -33,4 +33,12 @@ static void fold(const unsigned *p, size_t n) {
   for (size_t i = 0; i < n; i++) hash = (hash ^ p[i]) * 1099511628211ull;
 }
 
+// the lines the tests read; the exit status
+static int report(void) {
+  printf("launches: %d\n", launches);
+  printf("checksum: %016llx\n", (unsigned long long)hash);
+  printf("%s\n", bad ? "FAILED" : "PASSED");
+  return bad ? 1 : 0;
+}
+
 #endif

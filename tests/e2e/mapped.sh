@@ -122,12 +122,7 @@ managed_lost)
   export FERRY_DEVICES="tcp://127.0.0.1:$port/0"
   app timeout 120 "$bin/ferry" run -- "$apps/managed" 1000000 >"$work/lost.out" 2>"$work/lost.err" &
   app=$!
-  i=0
-  until grep -q running "$work/lost.out" 2>/dev/null; do
-    sleep 0.1
-    i=$((i + 1))
-    [ $i -lt 600 ] || fail "managed did not start"
-  done
+  wait_for "managed to run" grep -q running "$work/lost.out"
   kill_server
   wait "$app"
   rc=$?
