@@ -18,10 +18,8 @@ esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-drv.XXXXXX")
 e2e_name="e2e driver"
 . "$(dirname "$0")/lib.sh"
-# as in migrate.sh: the local GPU is the simulation, sockets go to $work
-export FERRY_LOCAL_BACKEND=sim FERRY_SIM_KERNELS="$apps/app_twins.so" FERRY_CONTROL_DIR="$work"
-unset FERRY_MIGRATE_AT FERRY_FAULT FERRY_SIM_TOTAL_MEM FERRY_MHELPER
-[ -z "$helper_policy" ] || export FERRY_MHELPER=$helper_policy
+
+local_sim
 kernels="$apps/drv_kernels.fatbin $apps/drv_kernels.cubin $apps/drv_kernels.ptx"
 jitptx="$apps/drv_jit_step.ptx $apps/drv_jit_mix.ptx"
 iters=24

@@ -65,6 +65,15 @@ LIVE="100 20000"
 
 # run LABEL APP ARGS...: the app through `ferry run`, output in
 # $work/LABEL.out and .err; prints the exit status
+# local_sim: the local GPU of a migration is the simulation, control
+# sockets go to $work, no setting of the caller's environment leaks in, and
+# a case named *_helper ($helper_policy) moves onto a ferry-mhelper
+local_sim() {
+  export FERRY_LOCAL_BACKEND=sim FERRY_SIM_KERNELS="$apps/app_twins.so" FERRY_CONTROL_DIR="$work"
+  unset FERRY_MIGRATE_AT FERRY_FAULT FERRY_SIM_TOTAL_MEM FERRY_MHELPER
+  [ -z "${helper_policy:-}" ] || export FERRY_MHELPER=$helper_policy
+}
+
 # kill_server: the last server started, sessions included, at once
 kill_server() {
   pkill -KILL -P "$server_pid" 2>/dev/null

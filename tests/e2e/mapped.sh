@@ -18,9 +18,7 @@ esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-mapped.XXXXXX")
 e2e_name="e2e mapped"
 . "$(dirname "$0")/lib.sh"
-export FERRY_LOCAL_BACKEND=sim FERRY_SIM_KERNELS="$apps/app_twins.so" FERRY_CONTROL_DIR="$work"
-unset FERRY_MIGRATE_AT FERRY_FAULT FERRY_SIM_TOTAL_MEM FERRY_MHELPER
-[ -z "$helper_policy" ] || export FERRY_MHELPER=$helper_policy
+local_sim
 
 stat_of() { sed -n "s/.*stats: device=0 mapped_host_blocks=.* $2=\([0-9]*\).*/\1/p" "$work/$1.err" | head -n 1; }
 

@@ -19,9 +19,7 @@ esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-pool.XXXXXX")
 e2e_name="e2e mempool"
 . "$(dirname "$0")/lib.sh"
-export FERRY_LOCAL_BACKEND=sim FERRY_SIM_KERNELS="$apps/app_twins.so" FERRY_CONTROL_DIR="$work"
-unset FERRY_MIGRATE_AT FERRY_FAULT FERRY_SIM_TOTAL_MEM FERRY_MHELPER
-[ -z "$helper_policy" ] || export FERRY_MHELPER=$helper_policy
+local_sim
 fatbin=$apps/drv_kernels.fatbin
 
 start_server() {

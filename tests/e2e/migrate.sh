@@ -19,10 +19,9 @@ e2e_name="e2e migrate"
 . "$(dirname "$0")/lib.sh"
 # the "local GPU" is the CPU simulation in the app's process; sockets of
 # these programs go to $work, where `ferry ls` looks too
-export FERRY_LOCAL_BACKEND=sim FERRY_SIM_KERNELS="$apps/app_twins.so" FERRY_CONTROL_DIR="$work"
-unset FERRY_MIGRATE_AT FERRY_FAULT FERRY_SIM_TOTAL_MEM FERRY_MHELPER
+local_sim
 # (pageable copies through shared memory split across threads, as on a big node)
-[ -z "$helper_policy" ] || export FERRY_MHELPER=$helper_policy FERRY_COPY_THREADS=3
+[ -z "$helper_policy" ] || export FERRY_COPY_THREADS=3
 moved_backend=${helper_policy:+helper}
 moved_backend=${moved_backend:-local}
 
