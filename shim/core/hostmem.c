@@ -181,7 +181,8 @@ void ferry_host_forget_helper(int vgpu) {
   pthread_mutex_unlock(&host_lock);
 }
 
-static int host_add(void *p, size_t size, unsigned flags, int registered, uint32_t *helpers) {
+static int host_add(void *p, size_t size, unsigned flags, int registered, int managed,
+                    uint32_t *helpers) {
   pthread_mutex_lock(&host_lock);
   if (nhost == host_cap) {
     size_t cap = host_cap ? host_cap * 2 : 32;
@@ -193,7 +194,7 @@ static int host_add(void *p, size_t size, unsigned flags, int registered, uint32
     host_blocks = b;
     host_cap = cap;
   }
-  host_blocks[nhost] = (struct host_block){p, size, flags, registered, 0, 0};
+  host_blocks[nhost] = (struct host_block){p, size, flags, registered, managed, 0};
   if (registered) __atomic_add_fetch(&nregistered, 1, __ATOMIC_RELEASE);
   host_lock_with(lock_gpu, &host_blocks[nhost++]);
   *helpers = !registered && in_arena(p) ? helper_vgpus : 0;
@@ -263,7 +264,7 @@ cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
   int in_shared = p != NULL;
   if (!p && posix_memalign(&p, 4096, size ? size : 1)) return ferry_ret(cudaErrorMemoryAllocation);
   uint32_t helpers = 0;
-  if (host_add(p, size, flags, 0, &helpers)) {
+  if (host_add(p, size, flags, 0, 0, &helpers)) {
     if (in_shared) ferry_host_shared_free(p);
     else free(p);
     return ferry_ret(cudaErrorMemoryAllocation);
@@ -296,14 +297,10 @@ void *ferry_host_managed_alloc(size_t size, unsigned flags) {
   void *p = ferry_host_shared_alloc(size);
   if (!p) return NULL;
   uint32_t helpers = 0;
-  if (host_add(p, size, flags, 0, &helpers)) {
+  if (host_add(p, size, flags, 0, 1, &helpers)) {
     ferry_host_shared_free(p);
     return NULL;
   }
-  pthread_mutex_lock(&host_lock);
-  for (size_t i = 0; i < nhost; i++)
-    if (host_blocks[i].ptr == p) host_blocks[i].managed = 1;
-  pthread_mutex_unlock(&host_lock);
   if (helpers) tell_helpers(helpers, p, size, 1);
   return p;
 }
@@ -350,7 +347,7 @@ cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags) {
   struct host_block b;
   if (host_find(ptr, &b)) return ferry_ret(cudaErrorHostMemoryAlreadyRegistered);
   uint32_t helpers;
-  return ferry_ret(host_add(ptr, size, flags, 1, &helpers));
+  return ferry_ret(host_add(ptr, size, flags, 1, 0, &helpers));
 }
 
 cudaError_t cudaHostUnregister(void *ptr) {

@@ -18,7 +18,6 @@ esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-drv.XXXXXX")
 e2e_name="e2e driver"
 . "$(dirname "$0")/lib.sh"
-
 local_sim
 kernels="$apps/drv_kernels.fatbin $apps/drv_kernels.cubin $apps/drv_kernels.ptx"
 jitptx="$apps/drv_jit_step.ptx $apps/drv_jit_mix.ptx"
