@@ -73,3 +73,15 @@ foreach(build shared static)
   list(APPEND FERRY_LIBS_APPS ${out})
 endforeach()
 add_custom_target(ferry_bench_libs ALL DEPENDS ${FERRY_LIBS_APPS})
+
+# Managed memory (issue 22): a halo-exchanging stencil on cudaMallocManaged
+# grids, on demand and prefetched (bench/run_managed_gpu.sh)
+set(FERRY_STENCIL ${CMAKE_BINARY_DIR}/bench/managed_stencil)
+add_custom_command(
+  OUTPUT ${FERRY_STENCIL}
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/bench
+  COMMAND ${FERRY_NVCC} -cudart shared -arch=sm_90 -O2 -o ${FERRY_STENCIL} ${CMAKE_SOURCE_DIR}/bench/apps/managed_stencil.cu
+  DEPENDS ${CMAKE_SOURCE_DIR}/bench/apps/managed_stencil.cu ${CMAKE_SOURCE_DIR}/tests/apps/cuda_check.h
+  COMMENT "nvcc -cudart shared managed_stencil.cu"
+  VERBATIM)
+add_custom_target(ferry_bench_managed ALL DEPENDS ${FERRY_STENCIL})

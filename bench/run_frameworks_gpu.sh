@@ -8,8 +8,13 @@
 #   (async: PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync; expand:
 #   expandable_segments:True; nocb: XLA command buffers off; noat: XLA's
 #   autotuner off, so that its timing-based choice of GEMM kernels cannot
-#   change the bits of the result between runs).
-#   MOVES="25 50 75 back" (default) picks the migrations; MOVES=none, none.
+#   change the bits of the result between runs; nocbsync: nocb, and the
+#   program's own GPU after a move waits for each kernel and names the
+#   first that fails, FERRY_SYNC_LAUNCHES=1).
+#   MOVES="25 50 75 back" (default) picks the migrations; MOVES=none, none;
+#   sP: to the second server at P % (remote to remote).
+#   SERVER2_ENV="FERRY_SYNC_LAUNCHES=1": the second server's environment
+#   (that one waits for each kernel and names the first that fails).
 #   LUPINE_DIR=.gpu/lupine: each case also through Lupine (bench/lupine.md).
 set -u
 new=$(cd "$1" && pwd)
@@ -22,7 +27,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 machine_info "$out"
 server_start "$new/bin" "$out/server.log" --backend cuda
 srv1=$server url=tcp://127.0.0.1:$port/0
+for kv in ${SERVER2_ENV:-}; do export "${kv?}"; done
 server_start "$new/bin" "$out/server2.log" --backend cuda
+for kv in ${SERVER2_ENV:-}; do unset "${kv%%=*}"; done
 srv2=$server url2=tcp://127.0.0.1:$port/0
 trap 'kill $srv1 $srv2 2>/dev/null' EXIT
 w=$here/frameworks/workloads.py
@@ -40,6 +47,7 @@ for c in $cases; do
   async) envs=(PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync) ;;
   expand) envs=(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) ;;
   nocb) envs=(XLA_FLAGS=--xla_gpu_enable_command_buffer=) ;;
+  nocbsync) envs=(XLA_FLAGS=--xla_gpu_enable_command_buffer= FERRY_SYNC_LAUNCHES=1) ;;
   noat) envs=(XLA_FLAGS=--xla_gpu_autotune_level=0) ;;
   esac
   # JAX takes 75 % of the GPU at start; here the server's vGPU and the
@@ -62,6 +70,8 @@ for c in $cases; do
     [ "$m" = none ] && continue
     if [ "$m" = back ]; then
       at="0:0:launch=$((launches / 4)),0:$url2:launch=$((launches / 2)),0:0:launch=$((launches * 3 / 4))"
+    elif [ "${m#s}" != "$m" ]; then
+      at="0:$url2:launch=$((launches * ${m#s} / 100))"
     else
       at="0:0:launch=$((launches * m / 100))"
     fi

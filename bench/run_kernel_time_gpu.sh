@@ -56,9 +56,10 @@ if [ -x "$pre/iperf/bin/iperf3" ]; then
   ip="env LD_LIBRARY_PATH=$pre/iperf/lib $pre/iperf/bin/iperf3"
   for streams in 1 4; do
     $ip -s -1 -p $((5200 + streams)) >/dev/null 2>&1 &
+    iperf_server=$!
     sleep 0.5
     $ip -c 127.0.0.1 -p $((5200 + streams)) -t 4 -P $streams >"$out/iperf3_$streams.txt" 2>&1
-    wait
+    wait $iperf_server # not the ferry-server, which runs until the trap
   done
 fi
 echo done >>"$out/machine.txt"

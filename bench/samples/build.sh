@@ -140,6 +140,15 @@ threadFenceReduction|runtime||
 topologyQuery|runtime||
 UnifiedMemoryPerf|runtime||
 warpAggregatedAtomicsCG|runtime||PASSED
+UnifiedMemoryStreams|library||All Done!
+conjugateGradientUM|library||conjugateGradientUM PASSED
+conjugateGradientMultiBlockCG|runtime||conjugateGradientMultiBlockCG PASSED
+ptxjit|driver||
+matrixMulDynlinkJIT|driver||
+cudaCompressibleMemory|driver||
+simpleIPC|runtime||
+streamOrderedAllocationIPC|runtime||
+memMapIPCDrv|driver||
 '
 
 manifest_names() { printf '%s\n' "$MANIFEST" | awk -F'|' 'NF>1 {print $1}'; }
@@ -234,15 +243,23 @@ build_fatbin() {
   local name=$1 d rd cm fb ks log rc
   d=$(sample_dir "$name") || return 0
   rd=$OUTDIR/$name; cm=$d/CMakeLists.txt
+  # a fat binary, or PTX for the driver to compile (ptxjit)
+  local mode=-fatbin
   fb=$(grep -o 'set(CUDA_FATBIN_FILE "[^"]*"' "$cm" | head -n1 | sed 's|.*/||; s|"||')
+  if [ -z "$fb" ]; then
+    fb=$(grep -o 'set(CUDA_PTX_FILE "[^"]*"' "$cm" | head -n1 | sed 's|.*/||; s|"||')
+    mode=-ptx
+  fi
   ks=$(grep -o 'set(CUDA_KERNEL_SOURCE "[^"]*"' "$cm" | head -n1 | sed 's|.*/||; s|"||')
   [ -n "$fb" ] && [ -n "$ks" ] || return 0
   mkdir -p "$rd"
   [ -z "${FORCE:-}" ] && [ -s "$rd/$fb" ] && [ -s "$OUTDIR/.logs/$name.fatbin.log.res" ] && return 0
   log=$OUTDIR/.logs/$name.fatbin.log
-  echo "+ $NVCC -I$CHECKOUT/Common -Wno-deprecated-gpu-targets -gencode=arch=compute_$ARCH,code=sm_$ARCH -o $rd/$fb -fatbin $d/$ks" > "$log"
+  local arch=(-gencode=arch=compute_"$ARCH",code=sm_"$ARCH")
+  [ $mode = -ptx ] && arch=(-arch=compute_"$ARCH")
+  echo "+ $NVCC -I$CHECKOUT/Common -Wno-deprecated-gpu-targets ${arch[*]} -o $rd/$fb $mode $d/$ks" > "$log"
   (cd "$d" && "$NVCC" -I"$CHECKOUT/Common" -Wno-deprecated-gpu-targets \
-      -gencode=arch=compute_"$ARCH",code=sm_"$ARCH" -o "$rd/$fb" -fatbin "$d/$ks") >> "$log" 2>&1
+      "${arch[@]}" -o "$rd/$fb" $mode "$d/$ks") >> "$log" 2>&1
   rc=$?
   if [ $rc -eq 0 ]; then echo "$name fatbin OK $fb" > "$log.res"
   else echo "$name fatbin FAIL nvcc rc=$rc: $(grep -m1 -i error "$log" | cut -c1-200)" > "$log.res"; fi
@@ -289,7 +306,7 @@ for n in $NAMES; do copy_data "$n"; done
 # Fatbins first (small), then the binaries; list order = build order.
 for n in $NAMES; do
   d=$(sample_dir "$n") || continue
-  grep -q CUDA_FATBIN_FILE "$d/CMakeLists.txt" && echo "$n"
+  grep -qE 'CUDA_(FATBIN|PTX)_FILE' "$d/CMakeLists.txt" && echo "$n"
 done | xargs -r -P "$JOBS" -I{} bash -c 'build_fatbin "$1"' _ {}
 for n in $NAMES; do for b in $BUILDS; do echo "$n $b"; done; done |
   xargs -r -P "$JOBS" -L 1 bash -c 'build_one "$1" "$2"; cat "$OUTDIR/.logs/$1.$2.log.res"' _

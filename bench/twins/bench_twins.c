@@ -1,7 +1,7 @@
 /*
- * CPU twins of the benchmarks' kernels (bench/apps/mig_*.cu, helper_bench.cu), so
- * bench/run_migrate_gpu.sh can be tried end to end on the CPU simulation
- * (FERRY_BENCH_SIM=1) before it runs on a GPU. Kept apart from
+ * CPU twins of the benchmarks' kernels (bench/apps/mig_*.cu, helper_bench.cu,
+ * managed_stencil.cu), so the GPU run scripts can be tried end to end on the
+ * CPU simulation (FERRY_BENCH_SIM=1) before they run on a GPU. Kept apart from
  * tests/twins/app_twins.c: the benchmarks are not tests. All twins run a
  * whole block per call.
  */
@@ -74,7 +74,7 @@ static void it_init(const struct ferry_twin_thread *t, const unsigned char *para
   }
 }
 
-/* it_jacobi(const float *u, float *v, int n) */
+/* it_jacobi(const float *u, float *v, int n); managed_stencil's stencil_jacobi too */
 static void it_jacobi(const struct ferry_twin_thread *t, const unsigned char *params) {
   const float *u = ARG(const float *, 0);
   float *v = ARG(float *, 8);
@@ -117,6 +117,7 @@ const struct ferry_twin ferry_twins[] = {
     {"_Z8mr_checky", mr_check, 1, 1, {{0, 8}}},
     {"_Z7it_initPfS_i", it_init, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
     {"_Z9it_jacobiPKfPfi", it_jacobi, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
+    {"_Z14stencil_jacobiPKfPfi", it_jacobi, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
     {"_Z11it_residualPKfS0_iPj", it_residual, 1, 4, {{0, 8}, {8, 8}, {16, 4}, {24, 8}}},
     {NULL, NULL, 0, 0, {{0, 0}}},
 };

@@ -125,7 +125,12 @@ static void host_lock_with(struct ferry_local *L, struct host_block *b) {
 void ferry_host_register_local(struct ferry_local *L) {
   pthread_mutex_lock(&host_lock);
   if (!lock_gpu) lock_gpu = L;
-  for (size_t i = 0; i < nhost; i++) host_lock_with(lock_gpu, &host_blocks[i]);
+  for (size_t i = 0; i < nhost; i++) {
+    host_lock_with(lock_gpu, &host_blocks[i]);
+    ferry_debug("pinned block %p, %zu bytes (%s): %s", host_blocks[i].ptr, host_blocks[i].size,
+                host_blocks[i].managed ? "managed" : host_blocks[i].registered ? "registered" : "allocated",
+                host_blocks[i].locked ? "page-locked for the local GPU" : "NOT page-locked");
+  }
   pthread_mutex_unlock(&host_lock);
 }
 

@@ -284,6 +284,16 @@ static void drain_at_exit(void) {
                                     (unsigned long long)n);
     }
     ferry_log("stats: device=%d calls:%s", i, at ? line : " none");
+    /* which answers the program waited for, and how long: what a slow
+       step spends on the network */
+    at = 0;
+    for (unsigned c = 0; c < FERRY_CALL_LIMIT && at < sizeof line - 64; c++) {
+      uint64_t n = __atomic_load_n(&ferry.vgpus[i].trips[c], __ATOMIC_RELAXED);
+      uint64_t ns = __atomic_load_n(&ferry.vgpus[i].trip_ns[c], __ATOMIC_RELAXED);
+      if (n) at += (size_t)snprintf(line + at, sizeof line - at, " %s=%llu/%.3fms", ferry_calls[c].name,
+                                    (unsigned long long)n, (double)ns / 1e6);
+    }
+    if (at) ferry_log("stats: device=%d round_trips:%s", i, line);
     /* FERRY_STREAMS: bytes that went over data connections (tests check it) */
     uint64_t shadows, pushed, pulled, pulls;
     ferry_shadow_stats(i, &shadows, &pushed, &pulled, &pulls);
@@ -327,6 +337,7 @@ static void child_after_fork(void) {
 
 static void init_once(void) {
   ferry_loader_check();
+  ferry.stats = getenv("FERRY_STATS") != NULL;
   ferry_handles_init(&ferry.streams);
   ferry_handles_init(&ferry.events);
   for (int i = 0; i < FERRY_MAX_VGPUS; i++) {

@@ -2,12 +2,15 @@
  * Answers of calls that only read what a device and its functions are
  * (function attributes, occupancy), kept per vGPU. cuBLAS asks several of
  * them before every GEMM (cuOccupancyMaxActiveClusters three times,
- * cuFuncGetAttribute, the occupancy calculator): a round trip each, for
- * the same answer. An answer is kept until a call that could change it
- * (function attributes, cache and limit settings, module loads and unloads,
- * a reset) or a migration, which may bring a different GPU. Which calls are
- * answered here (CACHED) and which drop the answers (INVALIDATES) is said
- * in calls.def.
+ * cuFuncGetAttribute, the occupancy calculator), cuDNN asks the stack
+ * limit before its kernels: a round trip each, for the same answer. An
+ * answer is kept until a call that could change it (function attributes,
+ * cache and limit settings, a reset), a migration, which may bring a
+ * different GPU, or the first launch of a kernel since then: CUDA grows the
+ * stack limit for a kernel that needs more (cuCtxSetLimit). Module loads
+ * change no answer: module and function ids are never reused. Which calls
+ * are answered here (CACHED) and which drop the answers (INVALIDATES) is
+ * said in calls.def.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +33,11 @@ static struct qc_table {
   uint64_t epoch; /* bumped when an answer may have changed */
   struct ferry_decoder decoder; /* decodes hits, under lock */
   struct qc_entry slots[QC_SLOTS];
+  /* kernels (and executable graphs) launched since the last change, on
+     the GPU of generation launched_gen: a set of key + 1 (0: empty) */
+  uint64_t *launched;
+  size_t nlaunched, launched_cap; /* a power of two */
+  uint64_t launched_gen;
 } tables[FERRY_MAX_VGPUS];
 static int disabled; /* FERRY_NO_QUERY_CACHE=1: every query goes to the GPU */
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
@@ -59,11 +67,55 @@ static size_t slot_of(unsigned call, const unsigned char *key, size_t len) {
    until its next hit */
 static __thread unsigned char hit_body[QC_MAX_RETS];
 
+static void launched_clear(struct qc_table *t) {
+  if (t->launched) memset(t->launched, 0, t->launched_cap * sizeof *t->launched);
+  t->nlaunched = 0;
+}
+
 void ferry_query_cache_bump(struct ferry_vgpu *v) {
   pthread_once(&tables_once, tables_init);
   struct qc_table *t = &tables[v->index];
   pthread_mutex_lock(&t->lock);
   t->epoch++;
+  launched_clear(t); /* a kernel launched before may grow a limit set now */
+  pthread_mutex_unlock(&t->lock);
+}
+
+/* open addressing, linear probing; 1 when key + 1 was there */
+static int launched_add(struct qc_table *t, uint64_t k) {
+  if (2 * (t->nlaunched + 1) > t->launched_cap) {
+    size_t cap = t->launched_cap ? 2 * t->launched_cap : 256;
+    uint64_t *grown = calloc(cap, sizeof *grown);
+    if (!grown) return 0; /* not kept: the next launch bumps again */
+    for (size_t i = 0; i < t->launched_cap; i++) {
+      if (!t->launched[i]) continue;
+      size_t j = (size_t)(t->launched[i] * 0x9e3779b97f4a7c15ull >> 32) & (cap - 1);
+      while (grown[j]) j = (j + 1) & (cap - 1);
+      grown[j] = t->launched[i];
+    }
+    free(t->launched);
+    t->launched = grown;
+    t->launched_cap = cap;
+  }
+  size_t j = (size_t)(k * 0x9e3779b97f4a7c15ull >> 32) & (t->launched_cap - 1);
+  for (; t->launched[j]; j = (j + 1) & (t->launched_cap - 1))
+    if (t->launched[j] == k) return 1;
+  t->launched[j] = k;
+  t->nlaunched++;
+  return 0;
+}
+
+void ferry_query_cache_launch(struct ferry_vgpu *v, uint64_t key) {
+  pthread_once(&tables_once, tables_init);
+  if (disabled) return;
+  struct qc_table *t = &tables[v->index];
+  uint64_t gen = __atomic_load_n(&v->generation, __ATOMIC_ACQUIRE);
+  pthread_mutex_lock(&t->lock);
+  if (t->launched_gen != gen) {
+    launched_clear(t);
+    t->launched_gen = gen;
+  }
+  if (!launched_add(t, key + 1)) t->epoch++;
   pthread_mutex_unlock(&t->lock);
 }
 

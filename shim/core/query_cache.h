@@ -13,5 +13,8 @@ int ferry_query_cache_get(struct ferry_vgpu *v, unsigned call, const void *args,
 void ferry_query_cache_put(struct ferry_vgpu *v, unsigned call, const void *rets,
                            const struct ferry_buf *key, uint64_t epoch_before);
 void ferry_query_cache_bump(struct ferry_vgpu *v);
+/* before a launch of kernel (or executable graph) `key`: its first since
+   the last change drops the answers (it may grow the stack limit) */
+void ferry_query_cache_launch(struct ferry_vgpu *v, uint64_t key);
 
 #endif

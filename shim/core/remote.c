@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -627,6 +628,10 @@ int ferry_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets
     ferry_query_cache_bump(v);
     return rc;
   }
+  if (flags & LAUNCHES)
+    ferry_query_cache_launch(v, call == FERRY_CALL_launch
+                                    ? ((const struct ferry_launch_args *)args)->func
+                                    : 1ull << 32 | ((const struct ferry_graph_launch_args *)args)->exec);
   if (!(flags & CACHED)) return call_now(v, call, args, rets, bulk);
   struct ferry_buf key = {0};
   uint64_t epoch = 0;
@@ -650,9 +655,19 @@ static int call_now(struct ferry_vgpu *v, unsigned call, const void *args, void 
     pthread_rwlock_unlock(&v->gate);
     return FERRY_STALE;
   }
+  int timed = ferry.stats && (ferry_calls[call].flags & SYNC) && !ferry_is_local(v);
+  struct timespec t0, t1;
+  if (timed) clock_gettime(CLOCK_MONOTONIC, &t0);
   /* mapped host memory a server's kernels use: out before, home after */
   int rc = ferry_shadow_before(v, call, args);
   if (!rc) rc = ferry_shadow_after(v, call, args, ferry_source_call(v, call, args, rets, bulk));
+  if (timed) {
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    __atomic_fetch_add(&v->trips[call], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&v->trip_ns[call],
+                       (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec)),
+                       __ATOMIC_RELAXED);
+  }
   if (!rc && (ferry_calls[call].flags & RECORD) &&
       ferry_record(&v->log, call, args, rets, bulk ? bulk->in : NULL, bulk ? bulk->in_len : 0)) {
     if (!v->log_broken) ferry_log("device %d: out of memory while recording; it cannot migrate", v->index);

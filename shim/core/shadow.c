@@ -25,8 +25,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/chunk_hash.h"
+#include "common/crew.h"
 #include "common/log.h"
 #include "shim/core/host.h"
 #include "shim/core/link.h"
@@ -34,6 +36,8 @@
 #define PAGE 4096u
 #define PULL_WHOLE (256u * 1024u) /* shadows this small come back whole: one round trip */
 #define SOME_STREAM UINT32_MAX /* an event's: which stream is not known */
+#define SPREAD_MIN (4u << 20)  /* exchanges this large compare and copy on several threads */
+#define SPREAD_MAX 8u
 
 struct shadow {
   uint64_t addr, size; /* page-aligned */
@@ -234,6 +238,39 @@ static void unmap_unused(struct ferry_vgpu *v) {
 
 /* ---- exchanges ---- */
 
+/* ---- page work on several threads ----
+   Comparing, copying and hashing pages is bound by one core's memory
+   bandwidth, which a remote exchange of many MiB waits for: large ones
+   are split over a crew (under S.lock, so one at a time). */
+struct spread {
+  void (*fn)(void *ctx, size_t lo, size_t hi);
+  void *ctx;
+  size_t n;
+  unsigned parts;
+};
+static struct ferry_crew *crew;
+static unsigned crew_size = 1;
+
+static int spread_part(void *arg, unsigned i) {
+  struct spread *sp = arg;
+  sp->fn(sp->ctx, sp->n * i / sp->parts, sp->n * (i + 1) / sp->parts);
+  return 0;
+}
+
+/* fn over [0, n) items of `bytes` in all */
+static void spread(size_t n, uint64_t bytes, void (*fn)(void *, size_t, size_t), void *ctx) {
+  static int tried;
+  if (bytes >= SPREAD_MIN && !tried && !ferry.forked) {
+    tried = 1;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned want = cpus > 1 ? (unsigned)(cpus < SPREAD_MAX ? cpus : SPREAD_MAX) : 1;
+    if (want > 1 && (crew = ferry_crew_start(want))) crew_size = want;
+  }
+  struct spread sp = {fn, ctx, n, crew_size};
+  if (bytes < SPREAD_MIN || !crew || ferry.forked || n < crew_size || ferry_crew_run(crew, spread_part, &sp))
+    fn(ctx, 0, n);
+}
+
 /* from the twin: what the device gets is what the host will compare with */
 static int send_pages(struct ferry_vgpu *v, uint32_t stream, const struct shadow *s, uint64_t off,
                       uint64_t n) {
@@ -245,6 +282,28 @@ static int send_pages(struct ferry_vgpu *v, uint32_t stream, const struct shadow
   return rc;
 }
 
+/* pages [lo, hi) of a shadow the host may have changed: into the twin,
+   rehashed, and marked */
+struct compare {
+  struct shadow *s;
+  unsigned char *changed; /* per page */
+  int fresh;              /* the twin is new: every page, unmarked */
+};
+static void compare_pages(void *arg, size_t lo, size_t hi) {
+  struct compare *c = arg;
+  struct shadow *s = c->s;
+  const unsigned char *host = (const unsigned char *)(uintptr_t)s->addr;
+  for (size_t p = lo; p < hi; p++) {
+    uint64_t off = (uint64_t)p * PAGE;
+    int changed = c->fresh || memcmp(host + off, s->twin + off, PAGE) != 0;
+    if (changed) {
+      memcpy(s->twin + off, host + off, PAGE);
+      s->hash[p] = ferry_chunk_hash(s->twin + off, PAGE);
+    }
+    if (c->changed) c->changed[p] = (unsigned char)changed;
+  }
+}
+
 /* the host's changes to v's shadows go to its server, in `stream` */
 static int push(struct ferry_vgpu *v, uint32_t stream) {
   int rc = 0;
@@ -252,12 +311,11 @@ static int push(struct ferry_vgpu *v, uint32_t stream) {
   for (size_t i = 0; i < S.n && !rc; i++) {
     struct shadow *s = &S.tab[i];
     if (s->owner != v->index || !needs(v, s)) continue;
-    const unsigned char *host = (const unsigned char *)(uintptr_t)s->addr;
+    size_t pages = s->size / PAGE;
     if (s->fresh) {
       if ((rc = map_shadow(v, s))) break;
-      memcpy(s->twin, host, s->size);
-      for (uint64_t p = 0; p < s->size / PAGE; p++)
-        s->hash[p] = ferry_chunk_hash(s->twin + p * PAGE, PAGE);
+      struct compare c = {s, NULL, 1};
+      spread(pages, s->size, compare_pages, &c);
       if ((rc = send_pages(v, stream, s, 0, s->size))) {
         unref_chunks(v, s);
         break;
@@ -265,40 +323,69 @@ static int push(struct ferry_vgpu *v, uint32_t stream) {
       s->fresh = 0;
       continue;
     }
+    struct compare c = {s, malloc(pages ? pages : 1), 0};
+    if (!c.changed) return cudaErrorMemoryAllocation;
+    spread(pages, s->size, compare_pages, &c);
     /* runs of changed pages, one copy each */
     uint64_t run = 0, nrun = 0;
-    for (uint64_t off = 0; off <= s->size && !rc; off += PAGE) {
-      int changed = off < s->size && memcmp(host + off, s->twin + off, PAGE) != 0;
-      if (changed) {
-        memcpy(s->twin + off, host + off, PAGE);
-        s->hash[off / PAGE] = ferry_chunk_hash(s->twin + off, PAGE);
-        if (!nrun) run = off;
+    for (size_t p = 0; p <= pages && !rc; p++) {
+      if (p < pages && c.changed[p]) {
+        if (!nrun) run = (uint64_t)p * PAGE;
         nrun += PAGE;
       } else if (nrun) {
         rc = send_pages(v, stream, s, run, nrun);
         nrun = 0;
       }
     }
+    free(c.changed);
   }
   return rc;
 }
 
 /* one page the device changed: into the twin, and into the host's page
    where the host left the bytes as they were; never outside the block
-   (registered memory shares its first and last pages with other memory) */
-static void take_page(struct shadow *s, uint64_t off, const unsigned char *dev) {
+   (registered memory shares its first and last pages with other memory).
+   dev_hash: the page's hash as the GPU computed it, or 0 (computed here).
+   1 when the host had changed the page too. */
+static int take_page(struct shadow *s, uint64_t off, const unsigned char *dev, uint64_t dev_hash) {
   unsigned char *host = (unsigned char *)(uintptr_t)s->addr + off, *twin = s->twin + off;
   uint64_t at = s->addr + off;
   unsigned lo = at < s->start ? (unsigned)(s->start - at) : 0;
   unsigned hi = at + PAGE > s->end ? (unsigned)(s->end - at) : PAGE;
+  int both = 0;
   if (lo == 0 && hi == PAGE && memcmp(host, twin, PAGE) == 0) {
     memcpy(host, dev, PAGE);
   } else {
-    for (unsigned i = lo; i < hi; i++)
+    for (unsigned i = lo; i < hi; i++) {
+      if (host[i] != twin[i]) both = 1;
       if (dev[i] != twin[i]) host[i] = dev[i];
+    }
   }
   memcpy(twin, dev, PAGE);
-  s->hash[off / PAGE] = ferry_chunk_hash(twin, PAGE);
+  s->hash[off / PAGE] = dev_hash ? dev_hash : ferry_chunk_hash(twin, PAGE);
+  return both;
+}
+
+/* the pages a pull brought, each into its shadow (on several threads) */
+struct take {
+  struct taken {
+    struct shadow *s; /* NULL: freed meanwhile */
+    uint64_t off;
+    int both; /* the host had changed it too */
+  } *page;
+  const unsigned char *data; /* page k at data + k * PAGE */
+  const uint64_t *hash;      /* the GPU's hash of page k, or NULL (compared here) */
+};
+static void take_pages(void *arg, size_t lo, size_t hi) {
+  struct take *t = arg;
+  for (size_t k = lo; k < hi; k++) {
+    struct taken *p = &t->page[k];
+    const unsigned char *dev = t->data + k * PAGE;
+    uint64_t h = t->hash ? t->hash[k] : 0;
+    p->both = 0;
+    if (!p->s || (!h && memcmp(p->s->twin + p->off, dev, PAGE) == 0)) continue;
+    p->both = take_page(p->s, p->off, dev, h);
+  }
 }
 
 /* ranges {addr, size} of pieces of v's made shadows; those pieces' bytes come back */
@@ -312,7 +399,7 @@ static int gather(struct ferry_vgpu *v, const uint64_t *ranges, size_t nranges, 
 }
 
 /* the device's changes to v's shadows come home */
-static int pull(struct ferry_vgpu *v) {
+static int pull(struct ferry_vgpu *v, int strict) {
   S.v[v->index].pulls++;
   size_t n = 0;
   uint64_t total = 0, pages = 0;
@@ -322,7 +409,7 @@ static int pull(struct ferry_vgpu *v) {
   pages = total / PAGE;
   uint64_t *ranges = malloc((total <= PULL_WHOLE ? n : pages) * 16);
   unsigned char *buf = NULL;
-  uint64_t *hashes = NULL;
+  uint64_t *hashes = NULL, *changed_hash = NULL;
   int rc = ranges ? 0 : cudaErrorMemoryAllocation;
   size_t nr = 0;
   for (size_t i = 0; i < S.n && !rc; i++)
@@ -340,13 +427,15 @@ static int pull(struct ferry_vgpu *v) {
     if (!rc && hr.hashes.len != pages * 8) rc = cudaErrorUnknown;
     if (!rc && !(hashes = malloc(pages * 8))) rc = cudaErrorMemoryAllocation;
     if (!rc) memcpy(hashes, hr.hashes.ptr, pages * 8);
-    size_t k = 0, np = 0;
+    if (!rc && !(changed_hash = malloc(pages * 8))) rc = cudaErrorMemoryAllocation;
+    size_t k = 0, np = 0, nchanged = 0;
     want = 0;
     for (size_t i = 0; i < S.n && !rc; i++) {
       struct shadow *s = &S.tab[i];
       if (s->owner != v->index || s->fresh || !needs(v, s)) continue;
       for (uint64_t p = 0; p < s->size / PAGE; p++, k++) {
         if (hashes[k] == s->hash[p]) continue;
+        changed_hash[nchanged++] = hashes[k] ? hashes[k] : 1; /* 0 means "none" below */
         uint64_t at = s->addr + p * PAGE;
         if (np && ranges[2 * (np - 1)] + ranges[2 * np - 1] == at) {
           ranges[2 * np - 1] += PAGE;
@@ -362,18 +451,37 @@ static int pull(struct ferry_vgpu *v) {
   }
   if (!rc && want && !(buf = malloc(want))) rc = cudaErrorMemoryAllocation;
   if (!rc && want) rc = gather(v, ranges, nr, buf, want);
-  /* each gathered page into its shadow */
-  const unsigned char *at = buf;
-  for (size_t r = 0; !rc && r < nr; r++) {
-    for (uint64_t off = 0; off < ranges[2 * r + 1]; off += PAGE, at += PAGE) {
+  /* each gathered page into its shadow; pages picked by their hashes did
+     change, and the GPU's hash of each is in changed_hash */
+  struct take t = {NULL, buf, changed_hash};
+  uint64_t both = 0;
+  if (!rc && want && !(t.page = malloc(want / PAGE * sizeof *t.page))) rc = cudaErrorMemoryAllocation;
+  for (size_t r = 0, k = 0; !rc && r < nr; r++)
+    for (uint64_t off = 0; off < ranges[2 * r + 1]; off += PAGE, k++) {
       uint64_t addr = ranges[2 * r] + off;
-      struct shadow *s = find(addr);
-      if (s && memcmp(s->twin + (addr - s->addr), at, PAGE) != 0) take_page(s, addr - s->addr, at);
+      t.page[k].s = find(addr);
+      t.page[k].off = t.page[k].s ? addr - t.page[k].s->addr : 0;
     }
+  if (!rc && want) {
+    spread(want / PAGE, want, take_pages, &t);
+    for (size_t k = 0; k < want / PAGE && !both; k++)
+      if (t.page[k].both && t.page[k].s->managed) both = t.page[k].s->addr + t.page[k].off;
   }
+  free(t.page);
   free(ranges);
   free(buf);
   free(hashes);
+  free(changed_hash);
+  /* With concurrentManagedAccess = 0 (what ferry reports) the host may not
+     touch managed memory a running kernel may use; CUDA's answer is a
+     fault, ferry's a merge the program cannot rely on: said, and an error */
+  if (!rc && both && strict) {
+    ferry_log("device %d: the host wrote managed memory at %p while a kernel that may use it "
+              "was running; ferry's GPUs report concurrentManagedAccess = 0, under which CUDA does "
+              "not allow this (use cudaStreamAttachMemAsync, or synchronize first); "
+              "returning cudaErrorIllegalState", v->index, (void *)(uintptr_t)both);
+    rc = cudaErrorIllegalState;
+  }
   return rc;
 }
 
@@ -470,10 +578,11 @@ int ferry_shadow_after(struct ferry_vgpu *v, unsigned call, const void *args, in
   int vi = v->index;
   if (work >= 0) mark_dirty(vi, (uint32_t)work);
   if (waited >= 0 && (S.v[vi].ndirty || S.v[vi].dirty_all)) {
-    rc = pull(v);
+    rc = pull(v, 1);
     if (!rc && waited != SOME_STREAM) waited_for(vi, (uint32_t)waited);
     if (!rc) settle_idle(v);
-    if (rc) ferry_log("device %d: bringing back pinned host memory its kernels wrote failed (%s)",
+    if (rc && rc != cudaErrorIllegalState) /* that one is said in pull */
+      ferry_log("device %d: bringing back pinned host memory its kernels wrote failed (%s)",
                       vi, cudaGetErrorName((cudaError_t)rc));
   }
   pthread_mutex_unlock(&S.lock);
@@ -501,7 +610,7 @@ void ferry_shadow_forget(const void *p) {
 int ferry_shadow_settle(struct ferry_vgpu *v) {
   if (!shadowed(v)) return 0;
   pthread_mutex_lock(&S.lock);
-  int rc = pull(v);
+  int rc = pull(v, 0);
   if (!rc) waited_for(v->index, WHOLE_DEVICE);
   pthread_mutex_unlock(&S.lock);
   return rc;

@@ -123,6 +123,9 @@ struct ferry_vgpu {
   int placeholder;           /* the arena's PROT_NONE placeholder is in place */
   uint64_t launches;         /* for FERRY_MIGRATE_AT */
   uint64_t calls[FERRY_CALL_LIMIT]; /* by call, for FERRY_STATS (relaxed atomics) */
+  /* FERRY_STATS: calls that waited for a server's or helper's answer
+     (query-cache hits and asynchronous calls do not), and how long */
+  uint64_t trips[FERRY_CALL_LIMIT], trip_ns[FERRY_CALL_LIMIT];
   struct ferry_vgpu_status mig; /* last migration (under ferry_mig_lock) */
   uint64_t generation;       /* bumped when the vGPU moves (atomic) */
   /* events last recorded before the migration: their times on the remote
@@ -141,6 +144,7 @@ struct ferry_state {
   pthread_once_t once;
   int init_error; /* cudaError_t every call returns when init failed */
   int forked;     /* this process is a fork() child of the one that connected */
+  int stats;      /* FERRY_STATS is set: round trips are timed */
   int count;
   struct ferry_vgpu vgpus[FERRY_MAX_VGPUS];
   struct ferry_handles streams, events;

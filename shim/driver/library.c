@@ -39,6 +39,7 @@ struct cu_kernel {
   char *name;
   uint32_t index[FERRY_MAX_VGPUS];
   unsigned char present[FERRY_MAX_VGPUS]; /* resolved on that vGPU */
+  int absent; /* the library does not hold it (images never change) */
   int have_layout;
   struct ferry_layout layout;
   int max_dynamic_smem;
@@ -217,10 +218,12 @@ CUresult ferry_cu_kernel_on(struct cu_kernel *k, struct ferry_vgpu *v, struct fe
   }
   pthread_mutex_lock(&l->lock);
   CUresult rc = k->magic == KERNEL_MAGIC ? ensure_loaded(l, v) : CUDA_ERROR_INVALID_HANDLE;
+  if (!rc && k->absent) rc = CUDA_ERROR_NOT_FOUND;
   if (!rc && !k->present[v->index]) {
     struct ferry_module_function_args a = {.module = l->id, .name = k->name};
     struct ferry_module_function_rets r;
     rc = FERRY_CU_RT(ferry_call(v, FERRY_CALL_module_function, &a, &r, NULL));
+    if (rc == CUDA_ERROR_NOT_FOUND) k->absent = 1;
     struct ferry_layout layout;
     const unsigned char *p = r.layout.ptr;
     if (!rc && ferry_layout_read(&p, p + r.layout.len, &layout)) rc = CUDA_ERROR_INVALID_IMAGE;

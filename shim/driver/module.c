@@ -32,6 +32,10 @@ struct cu_module {
   pthread_mutex_t lock;
   struct cu_func **funcs;
   uint32_t nfuncs, cap;
+  /* names the module does not hold: a module never changes, and cuDNN
+     asks for the same absent names at every step */
+  char **absent;
+  uint32_t nabsent, absent_cap;
 };
 
 struct cu_func {
@@ -181,6 +185,10 @@ CUresult cuModuleUnload(CUmodule module) {
   m->magic = 0;
   free(m->image);
   m->image = NULL;
+  for (uint32_t i = 0; i < m->nabsent; i++) free(m->absent[i]);
+  free(m->absent);
+  m->absent = NULL;
+  m->nabsent = m->absent_cap = 0;
   forget_globals(m->vgpu, m->id);
   return CUDA_SUCCESS;
 }
@@ -198,10 +206,24 @@ CUresult cuModuleGetFunction(CUfunction *out, CUmodule module, const char *name)
       pthread_mutex_unlock(&m->lock);
       return CUDA_SUCCESS;
     }
+  for (uint32_t i = 0; i < m->nabsent; i++)
+    if (!strcmp(m->absent[i], name)) {
+      pthread_mutex_unlock(&m->lock);
+      return CUDA_ERROR_NOT_FOUND;
+    }
   struct ferry_module_function_args a = {.module = m->id, .name = name};
   struct ferry_module_function_rets r;
   struct cu_func *f = NULL;
   rc = FERRY_CU_RT(ferry_call(&ferry.vgpus[m->vgpu], FERRY_CALL_module_function, &a, &r, NULL));
+  if (rc == CUDA_ERROR_NOT_FOUND && m->nabsent < 4096) { /* kept (a bounded list) */
+    if (m->nabsent == m->absent_cap) {
+      uint32_t cap = m->absent_cap ? 2 * m->absent_cap : 8;
+      char **p = realloc(m->absent, cap * sizeof *p);
+      if (p) m->absent = p, m->absent_cap = cap;
+    }
+    char *copy = m->nabsent < m->absent_cap ? strdup(name) : NULL;
+    if (copy) m->absent[m->nabsent++] = copy;
+  }
   if (!rc) {
     const unsigned char *p = r.layout.ptr;
     f = calloc(1, sizeof *f);
@@ -320,6 +342,9 @@ static void globals_commit(int vgpu) {
     if (globals[i].vgpu == vgpu) {
       globals[i].now = globals[i].next;
       if (globals[i].now != globals[i].handed) __atomic_store_n(&globals_moved, 1, __ATOMIC_RELEASE);
+      ferry_debug("device %d: module %u variable %s (%llu bytes): the program holds %#llx, it is now at %#llx",
+                  vgpu, globals[i].module, globals[i].name, (unsigned long long)globals[i].size,
+                  (unsigned long long)globals[i].handed, (unsigned long long)globals[i].now);
     }
   pthread_mutex_unlock(&globals_lock);
 }
@@ -574,8 +599,9 @@ static CUresult pack_params(const struct ferry_layout *l, void **params, void **
 /* After a migration, a pointer-sized parameter that holds a handed-out
    global's address is that address (a kernel gets its own globals without
    one): it is given where the global lives now. */
+static __thread unsigned char translated_buf[FERRY_MAX_PARAM_BYTES];
 static void translate_params(const struct ferry_layout *l, int vgpu, ferry_blob *packed) {
-  packed->ptr = ferry_params_now(l, vgpu, packed->ptr, packed->len, params_buf);
+  packed->ptr = ferry_params_now(l, vgpu, packed->ptr, packed->len, translated_buf);
 }
 
 static CUresult launch(CUfunction h, dim3 grid, dim3 block, unsigned shmem, CUstream stream,
@@ -615,12 +641,24 @@ static CUresult launch(CUfunction h, dim3 grid, dim3 block, unsigned shmem, CUst
      the program was given: the graph's are translated where it is sent */
   int captured = ferry_capture_launch(v, sid, &a, fn.layout, h);
   if (captured) return FERRY_CU_RT(FERRY_CAPTURE_DONE(captured));
-  if (__atomic_load_n(&globals_moved, __ATOMIC_ACQUIRE)) {
-    translate_params(fn.layout, v->index, &packed);
-    a.params = packed;
-  }
+  /* a move at this launch comes first: its parameters are translated for
+     the GPU it then runs on (JAX lost a constant's address this way) */
   ferry_migrate_at_launch(v->index);
-  return FERRY_CU_RT(ferry_call(v, FERRY_CALL_launch, &a, NULL, NULL));
+  const ferry_blob given = packed;
+  for (;;) {
+    /* a move between the translation and the call makes the call stale:
+       translated again for the GPU it moved to */
+    uint64_t gen = __atomic_load_n(&v->generation, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&globals_moved, __ATOMIC_ACQUIRE)) {
+      packed = given;
+      translate_params(fn.layout, v->index, &packed);
+      a.params = packed;
+    }
+    ferry_expect_generation(v, gen);
+    int r = ferry_call(v, FERRY_CALL_launch, &a, NULL, NULL);
+    ferry_expect_generation(NULL, 0);
+    if (r != FERRY_STALE) return FERRY_CU_RT(r);
+  }
 }
 
 static const ferry_blob no_attrs = {NULL, 0};

@@ -258,6 +258,20 @@ static unsigned long long constants(CUmodule mod, int replays) {
   got = both[0];
   EXPECT(got == want);
   EXPECT(both[1] == want);
+  /* the variable's address given to a launch of its own, as XLA does
+     without command buffers: after a move, and with a move at this very
+     launch (its number is printed for FERRY_MIGRATE_AT), the kernel must
+     read the variable where it lives now */
+  unsigned salt_now = 0x1234567u, zero = 0;
+  MUST(cuMemcpyHtoD(salt, &salt_now, sizeof salt_now));
+  MUST(cuMemcpyHtoD(acc1, &zero, sizeof zero));
+  printf("variable launch: %d\n", launches + 1);
+  MUST(cuLaunchKernel(fold, 1, 1, 1, 1, 1, 1, 0, s, args1, NULL));
+  launches++;
+  MUST(cuStreamSynchronize(s));
+  MUST(cuMemcpyDtoH(&got, acc1, sizeof got));
+  EXPECT(got == salt_now);
+  got = want;
   MUST(cuGraphExecDestroy(x));
   MUST(cuGraphDestroy(g));
   MUST(cuStreamDestroy(s));

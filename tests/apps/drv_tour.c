@@ -26,6 +26,8 @@
 
 #include "drv_check.h"
 
+#define ABSENT_ASKED 20
+
 #define BLOCK 256
 static int launches; /* successful launches so far */
 
@@ -140,6 +142,13 @@ static void test_modules(const char *fatbin, const char *cubin, const char *ptx)
   CUfunction f = NULL;
   CU_IS(cuModuleGetFunction(&f, mod_fat, "drv_fold"), CUDA_ERROR_NOT_FOUND);
   CU_IS(cuModuleGetFunction(&f, mod_fat, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
+  /* asked again and again, as cuDNN does at every step: the same answer
+     (ferry keeps it: driver.sh counts the round trips) */
+  for (int i = 0; i < ABSENT_ASKED; i++)
+    CU_IS(cuModuleGetFunction(&f, mod_fat, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
+  printf("absent names asked: %d\n", ABSENT_ASKED);
+  MUST(cuModuleGetFunction(&f, mod_fat, "drv_vadd"));
+  EXPECT(f == f_vadd);
   CUdeviceptr g;
   size_t bytes = 0;
   CU_IS(cuModuleGetGlobal(&g, &bytes, mod_fat, "no_such_global"), CUDA_ERROR_NOT_FOUND);

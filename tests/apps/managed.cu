@@ -8,6 +8,10 @@
 // are checked against the host's, and a migrated run must print the
 // checksum of one that did not move.
 // usage: managed [ITERATIONS=10]
+//        managed racy: the host writes a page a running kernel writes,
+//        which CUDA forbids without concurrent managed access; prints the
+//        synchronization's answer ("racy: cudaErrorIllegalState" through
+//        ferry, which reports concurrentManagedAccess = 0)
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -57,7 +61,21 @@ static void worker(int id, int rounds, uint64_t *sum, int *wrong) {
   CHECK(cudaStreamDestroy(st));
 }
 
+static int racy(void) {
+  unsigned *x;
+  CHECK(cudaMallocManaged((void **)&x, N * sizeof(unsigned)));
+  for (int i = 0; i < N; i++) x[i] = 0;
+  mp_fill<<<(N + BLOCK - 1) / BLOCK, BLOCK>>>(x, N, 1u);
+  x[0] = 12345u; /* while the kernel may run */
+  cudaError_t e = cudaDeviceSynchronize();
+  printf("racy: %s\n", cudaGetErrorName(e));
+  CHECK(cudaDeviceSynchronize()); /* the error is said once, not kept */
+  CHECK(cudaFree(x));
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "racy")) return racy();
   int iters = argc > 1 ? atoi(argv[1]) : 10;
   int managed = 0, concurrent = 1;
   CHECK(cudaDeviceGetAttribute(&managed, cudaDevAttrManagedMemory, 0));

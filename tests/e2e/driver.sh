@@ -69,10 +69,15 @@ reference() {
 case $case_name in
 tour)
   start_server
-  rc=$(run tour drv_tour $kernels $iters)
+  rc=$(FERRY_STATS=1 run tour drv_tour $kernels $iters)
   toured tour "$rc"
   expect_in tour.out "^device: ferry CPU simulation"
   expect_in tour.out "^iterations: $iters$"
+  # a name a module lacks is asked once, not at every question
+  asked=$(value tour "absent names asked")
+  trips=$(sed -n 's/.*round_trips:.* module_function=\([0-9]*\)\/.*/\1/p' "$work/tour.err" | head -n 1)
+  [ -n "$trips" ] && [ "$trips" -lt "$asked" ] ||
+    fail "tour: ${trips:-no} module_function round trips for $asked questions about an absent name"
   ;;
 tour_static)
   # the same source built by nvcc with -cudart static: the same results

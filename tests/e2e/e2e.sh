@@ -23,6 +23,22 @@ async_loop)
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0 FERRY_CONTROL_DIR="$work"
   async_loop_placements async_loop
   ;;
+query_cache)
+  # answers kept instead of asked again: the stack limit until a limit is
+  # set or a kernel runs for the first time since, function attributes
+  start_sim_server
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+  rc=$(FERRY_STATS=1 run qc query_cache)
+  [ "$rc" = 0 ] || fail "query_cache exited $rc"
+  expect_in qc.out "^PASSED$"
+  expect_in qc.err "round_trips:.* device_get_limit=5/"
+  expect_in qc.err "round_trips:.* func_get_attributes=1/"
+  # with the cache off every question is a round trip, and the answers agree
+  rc=$(FERRY_STATS=1 FERRY_NO_QUERY_CACHE=1 run qc_off query_cache)
+  [ "$rc" = 0 ] || fail "query_cache (cache off) exited $rc"
+  expect_in qc_off.out "^PASSED$"
+  expect_in qc_off.err "round_trips:.* device_get_limit=30/"
+  ;;
 device_assert)
   # printf on stdout, the assert's message on stderr, cudaErrorAssert from
   # the synchronize and every call after it: remote, and moved into the

@@ -89,6 +89,8 @@ migrate | migrate_helper | driver_migrate | rpath_migrate)
     # lives in the process and goes on after the move
     r=$(shuf -i 2-"$launches" -n 2 | tr '\n' ' ')
     ks="1 $((launches / 2)) ${r% }"
+    # drv_graphs: a move at the launch given a module variable's address
+    [ "$app" = drv_graphs ] && ks="$ks $(value ref "variable launch")"
   fi
   echo "$case_name: $launches launches; migrating at launch $ks (FERRY_MIGRATE_KS=\"$ks\" repeats this)"
   for k in $ks; do

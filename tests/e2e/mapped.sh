@@ -112,6 +112,17 @@ managed)
   same_checksum mchain
   [ "$(grep -c "now runs on" "$work/mchain.err")" = 3 ] || fail "mchain: expected three moves"
   ;;
+managed_racy)
+  # the host writes a page a running kernel writes: with
+  # concurrentManagedAccess = 0 CUDA forbids it; ferry says so at the
+  # synchronization instead of merging the bytes silently
+  start_sim_server
+  export FERRY_DEVICES="tcp://127.0.0.1:$port/0"
+  rc=$(run racy managed racy)
+  [ "$rc" = 0 ] || fail "managed racy exited $rc"
+  expect_in racy.out "^racy: cudaErrorIllegalState$"
+  expect_in racy.err "the host wrote managed memory at 0x[0-9a-f]* while a kernel that may use it was running"
+  ;;
 managed_lost)
   # the server dies while pages of managed memory come and go: the program
   # gets an error at its next call and ends, it never hangs nor reads

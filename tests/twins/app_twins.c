@@ -453,6 +453,18 @@ static void g_add(const struct ferry_twin_thread *t, const unsigned char *params
   FOR_BLOCK_THREADS(t, i) if ((int)i < n) dst[i] += src[i];
 }
 
+/* qc_add, qc_triple of tests/apps/query_cache.cu */
+static void qc_add(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *p = ARG(unsigned *, 0);
+  int n = ARG(int, 8);
+  FOR_BLOCK_THREADS(t, i) if ((int)i < n) p[i] += 1u;
+}
+static void qc_triple(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *p = ARG(unsigned *, 0);
+  int n = ARG(int, 8);
+  FOR_BLOCK_THREADS(t, i) if ((int)i < n) p[i] *= 3u;
+}
+
 /* mp_fill, mp_accum, mp_poke of tests/apps/mapped.cu (kernels on mapped host memory) */
 static void mp_fill(const struct ferry_twin_thread *t, const unsigned char *params) {
   unsigned *out = ARG(unsigned *, 0);
@@ -525,6 +537,8 @@ const struct ferry_twin ferry_twins[] = {
     {"_Z10pool_accumPjPKji", pool_accum, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
     {"_Z6g_axpbPjijj", g_axpb, 1, 4, {{0, 8}, {8, 4}, {12, 4}, {16, 4}}},
     {"_Z5g_addPjPKji", g_add, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
+    {"_Z6qc_addPji", qc_add, 1, 2, {{0, 8}, {8, 4}}},
+    {"_Z9qc_triplePji", qc_triple, 1, 2, {{0, 8}, {8, 4}}},
     {"_Z7mp_fillPjij", mp_fill, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {"_Z8mp_accumPjPKji", mp_accum, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
     {"_Z7mp_pokePjiij", mp_poke, 1, 4, {{0, 8}, {8, 4}, {12, 4}, {16, 4}}},

@@ -384,11 +384,10 @@ static void flags_name_the_calls_the_switches_named(void **state) {
   (void)state;
   CHECK_FLAG(CACHED, FERRY_CALL_func_get_attributes, FERRY_CALL_occupancy,
              FERRY_CALL_occupancy_smem, FERRY_CALL_occupancy_clusters,
-             FERRY_CALL_stream_priority_range);
+             FERRY_CALL_stream_priority_range, FERRY_CALL_device_get_limit);
   CHECK_FLAG(INVALIDATES, FERRY_CALL_func_set_attribute, FERRY_CALL_func_set_cache_config,
              FERRY_CALL_device_set_cache_config, FERRY_CALL_device_set_limit,
-             FERRY_CALL_set_device_flags, FERRY_CALL_device_reset, FERRY_CALL_module_load,
-             FERRY_CALL_module_unload);
+             FERRY_CALL_set_device_flags, FERRY_CALL_device_reset);
   CHECK_FLAG(FLUSHES_OUTPUT, FERRY_CALL_device_synchronize, FERRY_CALL_device_reset,
              FERRY_CALL_stream_synchronize, FERRY_CALL_event_synchronize, FERRY_CALL_memcpy_htod,
              FERRY_CALL_memcpy_dtoh, FERRY_CALL_memcpy_dtod, FERRY_CALL_memcpy2d_htod,
