@@ -269,6 +269,9 @@ static pthread_mutex_t globals_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cu_global *globals;
 static size_t nglobals, cglobals;
 static int globals_moved; /* atomic: some handed address no longer holds */
+/* every handed address lies in [handed_lo, handed_hi) (atomics, written
+   under globals_lock): launches test each word of their parameters */
+static uint64_t handed_lo = UINT64_MAX, handed_hi;
 
 static CUresult remember_global(int vgpu, uint32_t module, const char *name, uint64_t *addr,
                                 uint64_t size) {
@@ -289,6 +292,10 @@ static CUresult remember_global(int vgpu, uint32_t module, const char *name, uin
   } else {
     globals[i] = (struct cu_global){vgpu, module, globals[i].name, size, *addr, *addr, 0};
     nglobals++;
+    if (*addr < __atomic_load_n(&handed_lo, __ATOMIC_RELAXED))
+      __atomic_store_n(&handed_lo, *addr, __ATOMIC_RELAXED);
+    if (*addr + (size ? size : 1) > __atomic_load_n(&handed_hi, __ATOMIC_RELAXED))
+      __atomic_store_n(&handed_hi, *addr + (size ? size : 1), __ATOMIC_RELAXED);
   }
   pthread_mutex_unlock(&globals_lock);
   return rc;
@@ -308,6 +315,9 @@ static void forget_globals(int vgpu, uint32_t module) {
 
 uint64_t ferry_global_now(int vgpu, uint64_t addr) {
   if (!__atomic_load_n(&globals_moved, __ATOMIC_ACQUIRE)) return addr;
+  if (addr < __atomic_load_n(&handed_lo, __ATOMIC_RELAXED) ||
+      addr >= __atomic_load_n(&handed_hi, __ATOMIC_RELAXED))
+    return addr;
   pthread_mutex_lock(&globals_lock);
   for (size_t i = 0; i < nglobals; i++) {
     const struct cu_global *g = &globals[i];

@@ -376,19 +376,26 @@ uint64_t ferry_variable_now(int vgpu, uint64_t addr) {
   return vgpu >= 0 && ferry_hooks.global_now ? ferry_hooks.global_now(vgpu, addr) : addr;
 }
 
+/* Every pointer-aligned word of the parameters, not only pointer-sized
+   parameters: cuBLASLt's kernels take one structure holding its pointers
+   (cuBLAS's deviceConstants among them). A word equal to a handed
+   variable's address is only ever that address: variables sit outside the
+   arena and the host's memory, and the bounds test rejects other words. */
 const unsigned char *ferry_params_now(const struct ferry_layout *l, int vgpu,
                                       const unsigned char *params, uint32_t len, unsigned char *buf) {
   const unsigned char *out = params;
   for (uint32_t i = 0; l && i < l->nparams; i++) {
-    uint64_t x, y;
-    if (l->sizes[i] != 8 || l->offsets[i] + 8 > len) continue;
-    memcpy(&x, params + l->offsets[i], 8);
-    if ((y = ferry_variable_now(vgpu, x)) == x) continue;
-    if (out != buf) {
-      if (buf != params) memcpy(buf, params, len);
-      out = buf;
+    if (l->sizes[i] < 8 || l->offsets[i] % 8 || l->offsets[i] + l->sizes[i] > len) continue;
+    for (uint32_t at = l->offsets[i]; at + 8 <= l->offsets[i] + l->sizes[i]; at += 8) {
+      uint64_t x, y;
+      memcpy(&x, out + at, 8);
+      if ((y = ferry_variable_now(vgpu, x)) == x) continue;
+      if (out != buf) {
+        if (buf != params) memcpy(buf, params, len);
+        out = buf;
+      }
+      memcpy(buf + at, &y, 8);
     }
-    memcpy(buf + l->offsets[i], &y, 8);
   }
   return out;
 }

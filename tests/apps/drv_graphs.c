@@ -271,6 +271,20 @@ static unsigned long long constants(CUmodule mod, int replays) {
   MUST(cuStreamSynchronize(s));
   MUST(cuMemcpyDtoH(&got, acc1, sizeof got));
   EXPECT(got == salt_now);
+  /* the address inside a structure parameter (cuBLASLt passes its
+     deviceConstants so) */
+  struct {
+    CUdeviceptr y, x;
+    int n;
+  } fa = {acc1, salt, 1};
+  void *sargs[] = {&fa};
+  CUfunction fold_struct;
+  MUST(cuModuleGetFunction(&fold_struct, mod, "drv_fold_struct"));
+  MUST(cuLaunchKernel(fold_struct, 1, 1, 1, 1, 1, 1, 0, s, sargs, NULL));
+  launches++;
+  MUST(cuStreamSynchronize(s));
+  MUST(cuMemcpyDtoH(&got, acc1, sizeof got));
+  EXPECT(got == 2 * salt_now);
   got = want;
   MUST(cuGraphExecDestroy(x));
   MUST(cuGraphDestroy(g));

@@ -76,3 +76,15 @@ __global__ void drv_fold(unsigned *y, const unsigned *x, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] += x[i] ^ (unsigned)i;
 }
+
+// drv_fold with its pointers in one structure, as cuBLASLt's kernels take
+// theirs: extern "C", params: the structure (24 bytes) at 0
+struct DrvFoldArgs {
+  unsigned *y;
+  const unsigned *x;
+  int n;
+};
+extern "C" __global__ void drv_fold_struct(DrvFoldArgs a) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < a.n) a.y[i] += a.x[i] ^ (unsigned)i;
+}

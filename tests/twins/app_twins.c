@@ -396,6 +396,14 @@ static void drv_mix(const struct ferry_twin_thread *t, const unsigned char *para
   FOR_BLOCK_THREADS(t, i) if ((int)i < n) x[i] = x[i] * 1664525u + *salt + k + i;
 }
 
+/* drv_fold_struct({unsigned *y; const unsigned *x; int n;}): drv_fold's work */
+static void drv_fold_struct(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *y = ARG(unsigned *, 0);
+  const unsigned *x = ARG(const unsigned *, 8);
+  int n = ARG(int, 16);
+  FOR_BLOCK_THREADS(t, i) if ((int)i < n) y[i] += x[i] ^ i;
+}
+
 /* drv_fold(unsigned *y, const unsigned *x, int n): y[i] += x[i] ^ i */
 static void drv_fold(const struct ferry_twin_thread *t, const unsigned char *params) {
   unsigned *y = ARG(unsigned *, 0);
@@ -531,6 +539,7 @@ const struct ferry_twin ferry_twins[] = {
     {"drv_fill2d", drv_fill2d, 0, 5, {{0, 8}, {8, 8}, {16, 4}, {20, 4}, {24, 4}}},
     {"drv_mix", drv_mix, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {"_Z8drv_foldPjPKji", drv_fold, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
+    {"drv_fold_struct", drv_fold_struct, 1, 1, {{0, 24}}},
     {"_Z6mx_addPjij", mx_add, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {"jit_step", jit_step, 0, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {"_Z9pool_fillPjij", pool_fill, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
