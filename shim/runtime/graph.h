@@ -75,6 +75,9 @@ struct ferry_gexec {
   int touches_mapped;        /* its kernels are given pinned host memory (shim/core/shadow.c) */
   uint64_t generation;       /* its vGPU's when it was last sent: a migration moved module
                                 variables its nodes may name, so it is sent again */
+  int dirty;                 /* changed since it was sent (node parameters, an update):
+                                sent at its next launch or upload, once for any number of
+                                changes (XLA changes a dozen nodes before each launch) */
 };
 
 /* ---- graphs and nodes (graph.c) ---- */

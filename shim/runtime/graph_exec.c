@@ -215,7 +215,7 @@ static int send_exec(struct ferry_gexec *x) {
     uint64_t gen = __atomic_load_n(&v->generation, __ATOMIC_ACQUIRE);
     rc = ferry_dead(v) ? cudaErrorDevicesUnavailable
                        : ferry_call(v, FERRY_CALL_graph_instantiate, &a, NULL, NULL);
-    if (!rc) x->generation = gen;
+    if (!rc) x->generation = gen, x->dirty = 0;
   }
   ferry_gbuf_free(&e.b);
   return rc;
@@ -318,7 +318,7 @@ static int launch(cudaGraphExec_t exec, cudaStream_t s, int per_thread) {
        variables where they were; sent again with where they are now. A
        move between this check and the launch makes the launch stale: again */
     uint64_t gen = __atomic_load_n(&v->generation, __ATOMIC_ACQUIRE);
-    if (x->generation != gen && (rc = send_exec(x))) return rc;
+    if ((x->generation != gen || x->dirty) && (rc = send_exec(x))) return rc;
     if (x->touches_mapped) ferry_shadow_touch();
     ferry_expect_generation(v, gen);
     rc = ferry_call(v, FERRY_CALL_graph_launch, &a, NULL, NULL);
@@ -337,6 +337,7 @@ static int upload(cudaGraphExec_t exec, cudaStream_t s, int per_thread) {
   struct ferry_graph_upload_args a = {.exec = x ? x->id : 0};
   int rc = exec_stream(x, s, per_thread, &v, &a.stream);
   if (!rc) rc = ferry_capture_refuse(v, a.stream, "cudaGraphUpload");
+  if (!rc && x->dirty) rc = send_exec(x);
   return rc ? rc : ferry_call(v, FERRY_CALL_graph_upload, &a, NULL, NULL);
 }
 cudaError_t cudaGraphUpload(cudaGraphExec_t exec, cudaStream_t s) { return ferry_ret(upload(exec, s, 0)); }
@@ -385,13 +386,9 @@ int ferry_gexec_set(cudaGraphExec_t exec, const void *node, struct ferry_gop *op
     ferry_gop_release(&old);
     return rc;
   }
-  if ((rc = send_exec(x))) { /* the exec keeps what it had */
-    ferry_gop_release(&n->op);
-    n->op = old;
-  } else {
-    ferry_gop_release(&old);
-  }
-  return rc;
+  ferry_gop_release(&old);
+  x->dirty = 1; /* sent with the next launch: a failure is that launch's */
+  return 0;
 }
 
 #define EXEC_SET(make)                                                                         \
@@ -475,14 +472,8 @@ cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
     copy->nodes[i]->disabled = old->nodes[i]->disabled; /* what the exec was told stays */
   }
   x->graph = copy;
-  int rc = send_exec(x);
-  if (rc) {
-    x->graph = old;
-    ferry_graph_free(copy);
-    info->result = cudaGraphExecUpdateError;
-    return ferry_ret(rc == cudaErrorInvalidValue ? cudaErrorGraphExecUpdateFailure : rc);
-  }
   ferry_graph_free(old);
+  x->dirty = 1; /* sent with the next launch */
   info->result = cudaGraphExecUpdateSuccess;
   return cudaSuccess;
 }
@@ -512,10 +503,8 @@ cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t exec, cudaGraphNode_t node, 
     return ferry_ret(cudaErrorInvalidValue); /* the kinds CUDA lets be disabled */
   int was = n->disabled;
   n->disabled = !enabled;
-  if (was == n->disabled) return cudaSuccess;
-  int rc = send_exec(x);
-  if (rc) n->disabled = was;
-  return ferry_ret(rc);
+  if (was != n->disabled) x->dirty = 1; /* sent with the next launch */
+  return cudaSuccess;
 }
 
 cudaError_t cudaGraphNodeGetEnabled(cudaGraphExec_t exec, cudaGraphNode_t node, unsigned int *enabled) {

@@ -22,6 +22,10 @@
 static const int N = 4096;
 static const int W = 256, H = 16; // the 2D copy: H rows of W bytes
 static int failures, launches, graph_launches;
+// instantiations, and launches of an exec changed since its last launch:
+// ferry sends a graph at each (graphs.sh counts its graph_instantiate calls)
+static int instantiations, sent_changed;
+static cudaGraphExec_t changed_exec;
 
 // x[i] = x[i] * a + b
 __global__ void g_axpb(unsigned *x, int n, unsigned a, unsigned b) {
@@ -61,6 +65,10 @@ __global__ void g_add(unsigned *dst, const unsigned *src, int n) {
 static const dim3 grid((N + 255) / 256), block(256);
 
 static void graph_launch(cudaGraphExec_t x, cudaStream_t s) {
+  if (x == changed_exec) {
+    sent_changed++;
+    changed_exec = NULL;
+  }
   CHECK(cudaGraphLaunch(x, s));
   graph_launches++;
   launches++;
@@ -161,6 +169,7 @@ static unsigned long long captured(int replays) {
 
   cudaGraphExec_t exec;
   CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  instantiations++;
   for (int r = 0; r < replays; r++) {
     graph_launch(exec, s1);
     model_step(ha, hb, hc, hd);
@@ -255,15 +264,19 @@ static unsigned long long explicit_api(void) {
 
   cudaGraphExec_t x;
   CHECK(cudaGraphInstantiateWithFlags(&x, g, 0));
+  instantiations++;
   std::vector<unsigned> got(N);
   unsigned long long h = 0;
   // the result for e = 7 * a + 1 and f = e * 3 + 2
   unsigned as[3] = {2, 5, 9};
   for (int k = 0; k < 3; k++) {
-    if (k == 1) { // the exec's node, changed in place
-      A = 5;
-      kp = axpb_params(args, &e, &n, &A, &one);
-      CHECK(cudaGraphExecKernelNodeSetParams(x, nkern, &kp));
+    if (k == 1) { // the exec's node, changed in place, several times (as XLA does)
+      for (unsigned a = 1; a <= 5; a++) {
+        A = a;
+        kp = axpb_params(args, &e, &n, &A, &one);
+        CHECK(cudaGraphExecKernelNodeSetParams(x, nkern, &kp));
+      }
+      changed_exec = x;
     } else if (k == 2) { // the same topology from another graph
       cudaGraph_t g2;
       CHECK(cudaGraphClone(&g2, g));
@@ -275,6 +288,7 @@ static unsigned long long explicit_api(void) {
       cudaGraphExecUpdateResultInfo info;
       CHECK(cudaGraphExecUpdate(x, g2, &info));
       EXPECT(info.result == cudaGraphExecUpdateSuccess, "update result %d", (int)info.result);
+      changed_exec = x;
       // another topology is refused and changes nothing
       cudaGraphNode_t extra;
       CHECK(cudaGraphAddEmptyNode(&extra, g2, NULL, 0));
@@ -292,6 +306,7 @@ static unsigned long long explicit_api(void) {
   // a disabled kernel node does nothing: f = 7 * 3 + 2
   unsigned enabled = 1;
   CHECK(cudaGraphNodeSetEnabled(x, nkern, 0));
+  changed_exec = x;
   CHECK(cudaGraphNodeGetEnabled(x, nkern, &enabled));
   EXPECT(enabled == 0, "the kernel node is still enabled");
   graph_launch(x, s);
@@ -404,6 +419,7 @@ static void external_events(void) {
   EXPECT(count == 3, "external events: %zu nodes, want 3", count);
   cudaGraphExec_t x_exec;
   CHECK(cudaGraphInstantiate(&x_exec, g, 0));
+  instantiations++;
   graph_launch(x_exec, s);
   graph_launch(x_exec, s);
   CHECK(cudaEventSynchronize(done));
@@ -491,6 +507,7 @@ int main(int argc, char **argv) {
   external_events();
   refusals();
   printf("graph launches: %d\n", graph_launches);
+  printf("graphs sent: %d\n", instantiations + sent_changed);
   printf("launches: %d\n", launches);
   printf("checksum: %016llx\n", h);
   if (failures) {
