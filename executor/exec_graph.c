@@ -194,6 +194,13 @@ int ferry_x_graph_instantiate(struct ferry_exec *ex, const struct ferry_graph_in
   return EXEC_OK;
 }
 
+int ferry_x_graph_update(struct ferry_exec *ex, const struct ferry_graph_update_args *a,
+                         struct ferry_graph_update_rets *r, struct ferry_io *io) {
+  (void)r;
+  const struct ferry_graph_instantiate_args i = {a->exec, a->flags, a->nodes};
+  return ferry_x_graph_instantiate(ex, &i, NULL, io);
+}
+
 /* a launch or an upload: the same two handles, then the driver's call */
 static int on_exec_stream(struct ferry_exec *ex, uint32_t exec, uint32_t stream,
                           CUresult (*op)(CUgraphExec, CUstream)) {

@@ -179,8 +179,11 @@ static int scan_kernels(struct ferry_vgpu *v, const struct ferry_graph *g, int *
   return rc;
 }
 
-/* sends x's graph under x's id (a first instantiation or a replacement) */
-static int send_exec(struct ferry_gexec *x) {
+/* sends x's graph under x's id (a first instantiation or a replacement;
+   `update`: the changes of one the server has, asynchronously) */
+static int send_graph(struct ferry_gexec *x, int update);
+static int send_exec(struct ferry_gexec *x) { return send_graph(x, 0); }
+static int send_graph(struct ferry_gexec *x, int update) {
   struct emit e = {.vgpu = -1, .target = x->vgpu >= 0 ? x->vgpu : ferry_thread()->device};
   uint32_t *map = malloc((x->graph->n ? x->graph->n : 1) * sizeof *map);
   int rc = map ? emit_graph(&e, x->graph, NULL, 0, map) : cudaErrorMemoryAllocation;
@@ -213,8 +216,10 @@ static int send_exec(struct ferry_gexec *x) {
     struct ferry_graph_instantiate_args a = {
         .exec = x->id, .flags = (uint32_t)x->flags, .nodes = {e.b.data, (uint32_t)e.b.len}};
     uint64_t gen = __atomic_load_n(&v->generation, __ATOMIC_ACQUIRE);
+    struct ferry_graph_update_args u = {a.exec, a.flags, a.nodes};
     rc = ferry_dead(v) ? cudaErrorDevicesUnavailable
-                       : ferry_call(v, FERRY_CALL_graph_instantiate, &a, NULL, NULL);
+         : update     ? ferry_call(v, FERRY_CALL_graph_update, &u, NULL, NULL)
+                      : ferry_call(v, FERRY_CALL_graph_instantiate, &a, NULL, NULL);
     if (!rc) x->generation = gen, x->dirty = 0;
   }
   ferry_gbuf_free(&e.b);
@@ -318,7 +323,7 @@ static int launch(cudaGraphExec_t exec, cudaStream_t s, int per_thread) {
        variables where they were; sent again with where they are now. A
        move between this check and the launch makes the launch stale: again */
     uint64_t gen = __atomic_load_n(&v->generation, __ATOMIC_ACQUIRE);
-    if ((x->generation != gen || x->dirty) && (rc = send_exec(x))) return rc;
+    if (x->generation != gen ? (rc = send_exec(x)) : x->dirty ? (rc = send_graph(x, 1)) : 0) return rc;
     if (x->touches_mapped) ferry_shadow_touch();
     ferry_expect_generation(v, gen);
     rc = ferry_call(v, FERRY_CALL_graph_launch, &a, NULL, NULL);

@@ -65,20 +65,26 @@ const unsigned char *ferry_params_now(const struct ferry_layout *l, int vgpu,
   return params;
 }
 
-/* the wire: what the last graph_instantiate carried, and the calls made */
+/* the wire: what the last graph_instantiate or graph_update carried, and
+   the calls made */
 static unsigned char *sent;
 static size_t sent_len;
-static int launches_sent, instantiates_sent;
+static int launches_sent, instantiates_sent, updates_sent;
+static void keep_sent(ferry_blob nodes) {
+  free(sent);
+  sent = malloc(nodes.len + 1);
+  memcpy(sent, nodes.ptr, nodes.len);
+  sent_len = nodes.len;
+}
 int ferry_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
                const struct ferry_bulk *bulk) {
   (void)v, (void)rets, (void)bulk;
   if (call == FERRY_CALL_graph_instantiate) {
-    const struct ferry_graph_instantiate_args *a = args;
-    free(sent);
-    sent = malloc(a->nodes.len + 1);
-    memcpy(sent, a->nodes.ptr, a->nodes.len);
-    sent_len = a->nodes.len;
+    keep_sent(((const struct ferry_graph_instantiate_args *)args)->nodes);
     instantiates_sent++;
+  } else if (call == FERRY_CALL_graph_update) {
+    keep_sent(((const struct ferry_graph_update_args *)args)->nodes);
+    updates_sent++;
   } else if (call == FERRY_CALL_graph_launch) {
     launches_sent++;
   }
@@ -333,22 +339,33 @@ static void test_explicit(void **state) {
   assert_int_equal(s.deps[4][0], 3);
   assert_int_equal(s.type[5], FERRY_GNODE_MEMCPY);
   assert_int_equal(s.deps[5][0], 4);
-  /* the exec's node changes; the graph's stays */
-  int before = instantiates_sent;
+  /* the exec's node changes; the graph's stays. Changes travel with the
+     next launch, once however many there were, asynchronously */
+  int before = instantiates_sent, updates = updates_sent;
+  kp.kernelParams = args2;
+  assert_int_equal(cudaGraphExecKernelNodeSetParams(x, b, &kp), cudaSuccess);
   kp.kernelParams = args1;
   assert_int_equal(cudaGraphExecKernelNodeSetParams(x, b, &kp), cudaSuccess);
-  assert_int_equal(instantiates_sent, before + 1);
+  assert_int_equal(instantiates_sent, before);
+  assert_int_equal(updates_sent, updates);
+  assert_int_equal(cudaGraphLaunch(x, S(1)), cudaSuccess);
+  assert_int_equal(updates_sent, updates + 1);
+  assert_int_equal(cudaGraphLaunch(x, S(1)), cudaSuccess); /* nothing changed since */
+  assert_int_equal(updates_sent, updates + 1);
+  assert_int_equal(instantiates_sent, before);
   memset(&s, 0, sizeof s);
   assert_true(ferry_graph_walk(sent, sent_len, collect, &s) == 6);
   assert_int_equal(s.tag[1], 11);
   /* a disabled node is sent as an empty one, in its place */
   assert_int_equal(cudaGraphNodeSetEnabled(x, b, 0), cudaSuccess);
+  assert_int_equal(cudaGraphLaunch(x, S(1)), cudaSuccess);
   memset(&s, 0, sizeof s);
   assert_true(ferry_graph_walk(sent, sent_len, collect, &s) == 6);
   assert_int_equal(s.type[1], FERRY_GNODE_EMPTY);
   assert_int_equal(s.deps[1][0], 0);
   assert_int_equal(cudaGraphNodeSetEnabled(x, ch, 0), cudaErrorInvalidValue); /* not a kind CUDA disables */
   assert_int_equal(cudaGraphNodeSetEnabled(x, b, 1), cudaSuccess);
+  assert_int_equal(cudaGraphLaunch(x, S(1)), cudaSuccess);
   memset(&s, 0, sizeof s);
   assert_true(ferry_graph_walk(sent, sent_len, collect, &s) == 6);
   assert_int_equal(s.type[1], FERRY_GNODE_KERNEL);
@@ -357,6 +374,7 @@ static void test_explicit(void **state) {
   gp.memset.dst = (void *)0x200000003000ull, gp.memset.value = 5, gp.memset.elementSize = 1;
   gp.memset.width = 16, gp.memset.height = 1;
   assert_int_equal(cudaGraphExecNodeSetParams(x, a, &gp), cudaSuccess);
+  assert_int_equal(cudaGraphLaunch(x, S(1)), cudaSuccess);
   memset(&s, 0, sizeof s);
   assert_true(ferry_graph_walk(sent, sent_len, collect, &s) == 6);
   assert_int_equal(s.type[0], FERRY_GNODE_MEMSET);
