@@ -2,7 +2,8 @@
 by name, natively or through ferry (remote, migrated), and compare the
 `result` lines; `time` lines give the median step time after warm-up.
   python3 workloads.py NAME [STEPS]
-PyTorch: mlp_train cnn_train transformer_fp32 transformer_bf16 cudagraph
+PyTorch: mlp_train cnn_train transformer_fp32 transformer_bf16 (and _b256, a batch
+that keeps the GPU busy) cudagraph
 compile_default compile_ro; JAX: jax_train; CuPy: cupy_ops. Allocator
 variants come from the environment (PYTORCH_CUDA_ALLOC_CONF, XLA_FLAGS).
 """
@@ -77,14 +78,14 @@ def cnn_train(steps):
     return f"loss {loss.item():.8f} acc {acc:.4f}", ms
 
 
-def transformer(dtype_name):
+def transformer(dtype_name, batch=32):
     def run(steps):
         torch = torch_setup()
         dtype = getattr(torch, dtype_name)
         layer = torch.nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True)
         model = torch.nn.TransformerEncoder(layer, 4, enable_nested_tensor=False).cuda().to(dtype).eval()
         g = torch.Generator().manual_seed(3)
-        x = torch.randn(32, 256, 512, generator=g).cuda().to(dtype)
+        x = torch.randn(batch, 256, 512, generator=g).cuda().to(dtype)
         with torch.no_grad():
             y, ms = timed(lambda i: model(x), steps, torch.cuda.synchronize)
         return f"sum {y.float().sum().item():.6e} abs {y.float().abs().sum().item():.6e}", ms
@@ -186,6 +187,7 @@ def cupy_ops(steps):
 WORKLOADS = {
     "mlp_train": (mlp_train, 300), "cnn_train": (cnn_train, 200),
     "transformer_fp32": (transformer("float32"), 30), "transformer_bf16": (transformer("bfloat16"), 30),
+    "transformer_bf16_b256": (transformer("bfloat16", 256), 30),
     "cudagraph": (cudagraph, 200), "compile_default": (compiled("default"), 100),
     "compile_ro": (compiled("reduce-overhead"), 100), "jax_train": (jax_train, 200),
     "cupy_ops": (cupy_ops, 50),

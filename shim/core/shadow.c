@@ -47,6 +47,7 @@ struct shadow {
   int loose;           /* cudaHostRegister'ed memory, outside the shared arena: a helper
                           needs a shadow of it too */
   uint64_t start, end; /* the block itself; addr and size round it out to pages */
+  int warned;          /* the host changed it while kernels ran: said once */
   unsigned char *twin; /* the pages as last exchanged */
   uint64_t *hash;      /* ferry_chunk_hash of each twin page */
 };
@@ -109,7 +110,8 @@ static int add(int vi, uint64_t start, uint64_t end, int managed, int loose) {
     free(hash);
     return cudaErrorMemoryAllocation;
   }
-  S.tab[S.n++] = (struct shadow){base, span, vi, 1, managed, loose, start, end, twin, hash};
+  S.tab[S.n++] = (struct shadow){.addr = base, .size = span, .owner = vi, .fresh = 1, .managed = managed,
+                                 .loose = loose, .start = start, .end = end, .twin = twin, .hash = hash};
   __atomic_add_fetch(&S.live[vi], 1, __ATOMIC_RELEASE);
   if (managed) __atomic_add_fetch(&S.managed[vi], 1, __ATOMIC_RELEASE);
   if (loose) __atomic_add_fetch(&S.loose[vi], 1, __ATOMIC_RELEASE);
@@ -555,10 +557,34 @@ static void settle_idle(struct ferry_vgpu *v) {
 /* Only work that names mapped memory (its kernels are given a pinned
    pointer, a memset or copy names one) sends the host's changes first and
    leaves pages to bring back; any wait for the device brings them back. */
+/* A blocking wait while kernels that use pinned memory may still run, and
+   the host changed some of it since it last went out: a kernel that polls
+   that memory (waits for a flag the host sets) cannot see the change until
+   the wait is over, so it runs until its own timeout, or for ever. Said
+   once per block (cuda-samples UnifiedMemoryPerf's latch, XLA's timer). */
+static void say_unseen(struct ferry_vgpu *v, unsigned call) {
+  if (call == FERRY_CALL_stream_query || call == FERRY_CALL_event_query) return;
+  pthread_mutex_lock(&S.lock);
+  int vi = v->index;
+  for (size_t i = 0; i < S.n && (S.v[vi].ndirty || S.v[vi].dirty_all); i++) {
+    struct shadow *s = &S.tab[i];
+    if (s->owner != vi || s->managed || s->fresh || s->warned || !needs(v, s)) continue;
+    uint64_t at = s->start - s->addr;
+    if (!memcmp((const void *)(uintptr_t)s->start, s->twin + at, s->end - s->start)) continue;
+    s->warned = 1;
+    ferry_log("device %d: the host changed pinned memory at %#llx while kernels that may read it "
+              "run on the remote GPU, which sees the change only after this wait: a kernel that "
+              "polls it (waits for a flag the host sets) runs until its own timeout, or for ever "
+              "(docs/mapped-memory.md)", vi, (unsigned long long)s->start);
+  }
+  pthread_mutex_unlock(&S.lock);
+}
+
 int ferry_shadow_before(struct ferry_vgpu *v, unsigned call, const void *args) {
   /* managed memory: any work may use it (a kernel finds it through a
      structure as well as through its parameters) */
   int touched = touching || __atomic_load_n(&S.managed[v->index], __ATOMIC_ACQUIRE);
+  if (waits_for(call, args) >= 0 && shadowed(v)) say_unseen(v, call);
   if (!touched || !shadowed(v)) return 0;
   int64_t stream = device_work(call, args);
   if (stream < 0) return 0;

@@ -158,7 +158,6 @@ int main(int argc, char **argv) {
     }
   }
   // refusals CUDA makes too
-  expect(cudaMallocManaged((void **)&in, 0) == cudaErrorInvalidValue, "a managed allocation of 0 bytes", iters);
   expect(cudaMemAdvise(&bad, 4, cudaMemAdviseSetReadMostly, dev) == cudaErrorInvalidValue,
          "advice on memory that is not managed", iters);
   cudaGetLastError();

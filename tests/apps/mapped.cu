@@ -124,12 +124,16 @@ int main(int argc, char **argv) {
   // fills it through its device pointer while the host writes the words
   // before and after it in the same pages, which must keep the host's values
   {
-    // from mmap, at an address that a server built like this program (with
-    // AddressSanitizer, whose heap sits at fixed addresses) has free too
+    // from mmap, where the kernel puts it, as programs get theirs; or at
+    // $MAPPED_REGISTER_AT (hex), which the tests set to an address an
+    // AddressSanitizer server has free too (its heap sits at fixed
+    // addresses; a GPU driver refuses some fixed addresses, so the GPU runs
+    // leave it unset)
     const int before = 100, after = 50;
     const size_t raw_bytes = (size_t)(N + 2048) * sizeof(unsigned);
-    void *raw_p = mmap((void *)0x4c0000000000ull, raw_bytes, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    const char *at = getenv("MAPPED_REGISTER_AT");
+    void *want_at = at ? (void *)(uintptr_t)strtoull(at, nullptr, 16) : nullptr;
+    void *raw_p = mmap(want_at, raw_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw_p == MAP_FAILED) return 2;
     unsigned *raw = (unsigned *)raw_p, *reg = raw + before, *dreg = nullptr;
     memset(raw, 0, (size_t)(N + 2048) * sizeof(unsigned));
