@@ -561,30 +561,52 @@ static void settle_idle(struct ferry_vgpu *v) {
    the host changed some of it since it last went out: a kernel that polls
    that memory (waits for a flag the host sets) cannot see the change until
    the wait is over, so it runs until its own timeout, or for ever. Said
-   once per block (cuda-samples UnifiedMemoryPerf's latch, XLA's timer). */
-static void say_unseen(struct ferry_vgpu *v, unsigned call) {
-  if (call == FERRY_CALL_stream_query || call == FERRY_CALL_event_query) return;
+   once per block (cuda-samples UnifiedMemoryPerf's latch, XLA's timer);
+   the wait is then bounded (shadow_wait.c). The address of such a block,
+   or 0; ids and n: the streams to poll (none when too many to name). */
+static uint64_t unseen(struct ferry_vgpu *v, unsigned call, const void *args, uint32_t *ids, int *n) {
+  if (call == FERRY_CALL_stream_query || call == FERRY_CALL_event_query) return 0;
   pthread_mutex_lock(&S.lock);
   int vi = v->index;
+  uint64_t found = 0;
   for (size_t i = 0; i < S.n && (S.v[vi].ndirty || S.v[vi].dirty_all); i++) {
     struct shadow *s = &S.tab[i];
-    if (s->owner != vi || s->managed || s->fresh || s->warned || !needs(v, s)) continue;
+    if (s->owner != vi || s->managed || s->fresh || !needs(v, s)) continue;
     uint64_t at = s->start - s->addr;
     if (!memcmp((const void *)(uintptr_t)s->start, s->twin + at, s->end - s->start)) continue;
+    if (!found) found = s->start;
+    if (s->warned) continue;
     s->warned = 1;
     ferry_log("device %d: the host changed pinned memory at %#llx while kernels that may read it "
               "run on the remote GPU, which sees the change only after this wait: a kernel that "
               "polls it (waits for a flag the host sets) runs until its own timeout, or for ever "
               "(docs/mapped-memory.md)", vi, (unsigned long long)s->start);
   }
+  *n = 0;
+  int64_t waited = waits_for(call, args);
+  if (found && waited == WHOLE_DEVICE && !S.v[vi].dirty_all) {
+    *n = S.v[vi].ndirty;
+    memcpy(ids, S.v[vi].dirty, (size_t)*n * sizeof *ids);
+  } else if (found && call == FERRY_CALL_event_synchronize) {
+    *n = 1, ids[0] = ((const struct ferry_event_synchronize_args *)args)->event;
+  } else if (found && waited >= 0 && waited != WHOLE_DEVICE && waited != SOME_STREAM) {
+    *n = 1, ids[0] = (uint32_t)waited;
+  }
   pthread_mutex_unlock(&S.lock);
+  return found;
 }
 
 int ferry_shadow_before(struct ferry_vgpu *v, unsigned call, const void *args) {
   /* managed memory: any work may use it (a kernel finds it through a
      structure as well as through its parameters) */
   int touched = touching || __atomic_load_n(&S.managed[v->index], __ATOMIC_ACQUIRE);
-  if (waits_for(call, args) >= 0 && shadowed(v)) say_unseen(v, call);
+  if (waits_for(call, args) >= 0 && shadowed(v)) {
+    uint32_t ids[8];
+    int n = 0;
+    uint64_t at = unseen(v, call, args, ids, &n);
+    int rc = at && n ? ferry_shadow_wait_bounded(v, call == FERRY_CALL_event_synchronize, ids, n, at) : 0;
+    if (rc) return rc;
+  }
   if (!touched || !shadowed(v)) return 0;
   int64_t stream = device_work(call, args);
   if (stream < 0) return 0;

@@ -27,6 +27,11 @@ void ferry_shadow_forget(const void *p);
    host's changes go out; after a wait, the device's changes come back */
 int ferry_shadow_before(struct ferry_vgpu *v, unsigned call, const void *args);
 int ferry_shadow_after(struct ferry_vgpu *v, unsigned call, const void *args, int rc);
+/* a blocking wait that may never end (shadow_wait.c): polls the event
+   (`event`) or the streams in ids until done, or FERRY_MAPPED_WAIT_S
+   passes: 0, or cudaErrorLaunchTimeout, said naming addr */
+int ferry_shadow_wait_bounded(struct ferry_vgpu *v, int event, const uint32_t *ids, int n,
+                              uint64_t addr);
 /* a migration, gate held: the source's pages come home after the drain;
    after the switch the target has no shadows yet */
 int ferry_shadow_settle(struct ferry_vgpu *v);

@@ -118,6 +118,24 @@ managed)
   same_checksum mchain
   [ "$(grep -c "now runs on" "$work/mchain.err")" = 3 ] || fail "mchain: expected three moves"
   ;;
+poll_bound)
+  # a wait that a kernel polling pinned memory would hold for ever is
+  # bounded: with the work never done (FERRY_FAULT=mapped_wait), the wait
+  # fails after FERRY_MAPPED_WAIT_S with cudaErrorLaunchTimeout and a line
+  start_sim_server
+  export FERRY_DEVICES="tcp://127.0.0.1:$port/0"
+  rc=$(FERRY_FAULT=mapped_wait FERRY_MAPPED_WAIT_S=0.2 run bound mapped 6)
+  [ "$rc" = 3 ] || fail "bound: exited $rc, expected 3 (a CUDA error)"
+  expect_in bound.out "^FAIL .* -> cudaErrorLaunchTimeout$"
+  expect_in bound.err "waited 0.2 s for kernels that may be polling pinned memory at 0x[0-9a-f]*, which the host changed while they ran"
+  # no limit: the wait blocks as CUDA's does (and here ends)
+  rc=$(FERRY_FAULT=mapped_wait FERRY_MAPPED_WAIT_S=0 run unbounded mapped 6)
+  passed unbounded "$rc"
+  # a limit that is no number is refused in one line; the default holds
+  rc=$(FERRY_MAPPED_WAIT_S=soon run badlimit mapped 6)
+  passed badlimit "$rc"
+  expect_in badlimit.err "FERRY_MAPPED_WAIT_S=soon ignored"
+  ;;
 managed_racy)
   # the host writes a page a running kernel writes: with
   # concurrentManagedAccess = 0 CUDA forbids it; ferry says so at the
