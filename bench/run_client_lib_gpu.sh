@@ -11,13 +11,9 @@
 #   OLD: bin/ and lib/ of the build before the change
 set -u
 new=$(cd "$1" && pwd) old=$(cd "$2" && pwd)
-out=$3
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/server_start.sh"
-machine_info "$out"
-native_lib=${CUDA_RUNTIME_DIR:-/usr/local/cuda/lib64}
+bench_out "$3"
 ls -l "$native_lib/libcudart.so.13" >>"$out/machine.txt" 2>&1
 server_start "$new/bin" "$out/server_new.log" --backend "${FERRY_BACKEND:-cuda}" ${FERRY_SIM_KERNELS:+--sim-kernels "$FERRY_SIM_KERNELS"}
 srv_new=$server url_new=tcp://127.0.0.1:$port/0

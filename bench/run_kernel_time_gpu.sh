@@ -15,13 +15,9 @@
 #   device_assert)
 set -u
 pre=$(cd "$1" && pwd)
-out=$2
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/server_start.sh"
-machine_info "$out"
-native_lib=${CUDA_RUNTIME_DIR:-/usr/local/cuda/lib64}
+bench_out "$2"
 server_start "$pre/bin" "$out/server.log" --backend "${FERRY_BACKEND:-cuda}" \
   ${FERRY_SIM_KERNELS:+--sim-kernels "$FERRY_SIM_KERNELS"}
 trap 'kill $server 2>/dev/null' EXIT

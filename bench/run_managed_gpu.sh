@@ -11,14 +11,10 @@
 # FERRY_BENCH_SIM=1: all on the CPU simulation (bench/bench_twins.so in PREFIX/bench)
 set -u
 pre=$(cd "$1" && pwd)
-out=$2
 n=${3:-2048} iters=${4:-50}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/server_start.sh"
-machine_info "$out"
-native_lib=${CUDA_RUNTIME_DIR:-/usr/local/cuda/lib64}
+bench_out "$2"
 backend=(--backend cuda)
 if [ "${FERRY_BENCH_SIM:-0}" = 1 ]; then
   backend=(--backend sim --sim-kernels "$pre/bench/bench_twins.so")

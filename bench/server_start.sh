@@ -1,4 +1,4 @@
-# Sourced by the GPU run scripts (run_gpu.sh, run_migrate_gpu.sh,
+# Sourced by the GPU run scripts (run_gpu.sh, run_migrate_gpu.sh, ...,
 # run_multigpu_gpu.sh): ferry-server on loopback, on a port the kernel picks.
 # server_start BIN_DIR LOG [SERVER_ARGS...]: sets $server (its pid) and
 # $port, or prints the server's log and exits.
@@ -55,4 +55,12 @@ helper_bench_runs() {
       timeout 200 "$ferry" run -- "$hb" copies 1000 >"$out/hb_copies_${mode#*:}.txt" 2>>"$out/hb.err"
   done
   timeout 120 "$build/bin/ferry-bench-shm" >"$out/shm_raw.txt" 2>&1
+}
+
+# bench_out DIR: a run's output folder, made, with its machine.txt; sets
+# $out (its absolute path) and $native_lib (NVIDIA's runtime for native runs)
+bench_out() {
+  mkdir -p "$1" && out=$(cd "$1" && pwd) || exit 2
+  machine_info "$out"
+  native_lib=${CUDA_RUNTIME_DIR:-/usr/local/cuda/lib64}
 }
