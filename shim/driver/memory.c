@@ -114,6 +114,14 @@ CUresult cuMemAdvise_v2(CUdeviceptr p, size_t n, CUmem_advise advice, CUmemLocat
 CUresult cuMemAdvise(CUdeviceptr p, size_t n, CUmem_advise advice, CUdevice d) {
   return cuMemAdvise_v2(p, n, advice, device_location(d));
 }
+CUresult cuMemRangeGetAttribute(void *data, size_t size, CUmem_range_attribute attr, CUdeviceptr p,
+                                size_t count) {
+  return READY_THEN(cudaMemRangeGetAttribute(data, size, (enum cudaMemRangeAttribute)attr, DEV(p), count));
+}
+CUresult cuMemRangeGetAttributes(void **data, size_t *sizes, CUmem_range_attribute *attrs, size_t n,
+                                 CUdeviceptr p, size_t count) {
+  return READY_THEN(cudaMemRangeGetAttributes(data, sizes, (enum cudaMemRangeAttribute *)attrs, n, DEV(p), count));
+}
 #undef cuStreamAttachMemAsync
 CUresult cuStreamAttachMemAsync(CUstream s, CUdeviceptr p, size_t n, unsigned int flags) {
   return READY_THEN(cudaStreamAttachMemAsync((cudaStream_t)s, DEV(p), n, flags));

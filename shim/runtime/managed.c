@@ -59,10 +59,13 @@ static int prefetch(const void *p, size_t count, struct cudaMemLocation to, cuda
   if ((rc = ferry_stream_resolve(stream, per_thread, &v, &sid))) return rc;
   switch (to.type) {
   case cudaMemLocationTypeDevice:
-    return to.id >= 0 && to.id < ferry.count ? 0 : cudaErrorInvalidDevice;
+    if (to.id < 0 || to.id >= ferry.count) return cudaErrorInvalidDevice;
+    ferry_managed_prefetched(p, count, to);
+    return 0;
   case cudaMemLocationTypeHost:
   case cudaMemLocationTypeHostNuma:
   case cudaMemLocationTypeHostNumaCurrent:
+    ferry_managed_prefetched(p, count, to);
     return per_thread ? cudaStreamSynchronize_ptsz(stream) : cudaStreamSynchronize(stream);
   default:
     return cudaErrorInvalidValue;
@@ -81,7 +84,8 @@ cudaError_t cudaMemPrefetchAsync_ptsz(const void *p, size_t count, struct cudaMe
 }
 
 /* Hints about where pages should live: the pages move at the points above
-   whatever the hint, so a valid one is taken and changes nothing. */
+   whatever the hint, so a valid one is kept (managed_advice.c) and changes
+   nothing else. */
 cudaError_t cudaMemAdvise(const void *p, size_t count, enum cudaMemoryAdvise advice,
                           struct cudaMemLocation location) {
   int rc = ferry_ensure_init();
@@ -91,6 +95,7 @@ cudaError_t cudaMemAdvise(const void *p, size_t count, enum cudaMemoryAdvise adv
     return ferry_ret(cudaErrorInvalidValue);
   if (location.type == cudaMemLocationTypeDevice && (location.id < 0 || location.id >= ferry.count))
     return ferry_ret(cudaErrorInvalidDevice);
+  ferry_managed_advise(p, count, advice, location); /* for cudaMemRangeGetAttribute */
   return cudaSuccess;
 }
 

@@ -103,7 +103,8 @@ cudaError_t cudaFree(void *ptr) {
   /* managed memory: after the device's work, as any cudaFree */
   if (ferry_host_managed(ptr, NULL, NULL)) {
     if ((rc = (int)cudaDeviceSynchronize())) return ferry_ret(rc);
-    return ferry_ret(ferry_host_managed_free(ptr));
+    if (!(rc = ferry_host_managed_free(ptr))) ferry_managed_advice_forget(ptr);
+    return ferry_ret(rc);
   }
   struct ferry_vgpu *v = ferry_vgpu_of(ptr);
   if (!v) return ferry_ret(cudaErrorInvalidValue);

@@ -128,4 +128,11 @@ cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t stream, void *p, size_t l
 cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t pool,
                                          cudaStream_t stream);
 
+/* managed memory's advice and prefetch locations, for
+   cudaMemRangeGetAttribute (managed_advice.c) */
+void ferry_managed_advise(const void *p, size_t count, enum cudaMemoryAdvise advice,
+                          struct cudaMemLocation where);
+void ferry_managed_prefetched(const void *p, size_t count, struct cudaMemLocation to);
+void ferry_managed_advice_forget(const void *base);
+
 #endif

@@ -4,9 +4,9 @@
 // reads after a synchronization, in a loop; a kernel that finds managed
 // memory through a structure in managed memory (not among its
 // parameters); prefetches both ways, advice, a stream attachment; the
-// attributes and pointer queries. All arithmetic is on integers: results
-// are checked against the host's, and a migrated run must print the
-// checksum of one that did not move.
+// attributes, range attributes and pointer queries. All arithmetic is on
+// integers: results are checked against the host's, and a migrated run
+// must print the checksum of one that did not move.
 // usage: managed [ITERATIONS=10]
 //        managed racy: the host writes a page a running kernel writes,
 //        which CUDA forbids without concurrent managed access; prints the
@@ -144,6 +144,35 @@ int main(int argc, char **argv) {
   CHECK(cudaDeviceSynchronize());
   fold(acc, N);
   fold(data, N);
+  {
+    // what the program said, as CUDA answers it: `in` is read-mostly and
+    // was last prefetched to the host; acc got no advice
+    const size_t bytes = N * sizeof(unsigned);
+    int v = -9;
+    CHECK(cudaMemRangeGetAttribute(&v, 4, cudaMemRangeAttributeReadMostly, in, bytes));
+    expect(v == 1, "read-mostly range attribute of in", iters);
+    CHECK(cudaMemRangeGetAttribute(&v, 4, cudaMemRangeAttributeReadMostly, acc, bytes));
+    expect(v == 0, "read-mostly range attribute of acc", iters);
+    CHECK(cudaMemRangeGetAttribute(&v, 4, cudaMemRangeAttributeLastPrefetchLocation, in + 100, 64));
+    expect(v == cudaCpuDeviceId, "last prefetch location of in", iters);
+    CHECK(cudaMemRangeGetAttribute(&v, 4, cudaMemRangeAttributePreferredLocation, acc, bytes));
+    expect(v == cudaInvalidDeviceId, "preferred location of acc (none)", iters);
+    // half of acc preferred on the device: the whole range has none in common
+    CHECK(cudaMemAdvise(acc, bytes / 2, cudaMemAdviseSetPreferredLocation, dev));
+    CHECK(cudaMemRangeGetAttribute(&v, 4, cudaMemRangeAttributePreferredLocation, acc, bytes / 2));
+    expect(v == 0, "preferred location of acc's first half", iters);
+    CHECK(cudaMemRangeGetAttribute(&v, 4, cudaMemRangeAttributePreferredLocation, acc, bytes));
+    expect(v == cudaInvalidDeviceId, "preferred location of all of acc", iters);
+    int who[3] = {-9, -9, -9};
+    CHECK(cudaMemAdvise(acc, bytes, cudaMemAdviseSetAccessedBy, dev));
+    CHECK(cudaMemRangeGetAttribute(who, sizeof who, cudaMemRangeAttributeAccessedBy, acc, bytes));
+    expect(who[0] == 0 && who[1] == cudaInvalidDeviceId && who[2] == cudaInvalidDeviceId,
+           "accessed-by range attribute of acc", iters);
+    int dummy;
+    expect(cudaMemRangeGetAttribute(&v, 4, cudaMemRangeAttributeReadMostly, &dummy, 4) == cudaErrorInvalidValue,
+           "a range attribute of memory that is not managed", iters);
+    cudaGetLastError();
+  }
   {
     const int nthreads = 4, rounds = 6;
     uint64_t sums[nthreads] = {0};
