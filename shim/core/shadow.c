@@ -616,6 +616,20 @@ int ferry_shadow_before(struct ferry_vgpu *v, unsigned call, const void *args) {
   return rc;
 }
 
+int ferry_shadow_prefetch(struct ferry_vgpu *v, uint32_t stream) {
+  if (!__atomic_load_n(&S.managed[v->index], __ATOMIC_ACQUIRE)) return 0;
+  pthread_rwlock_rdlock(&v->gate);
+  int rc = 0;
+  if (shadowed(v)) {
+    pthread_mutex_lock(&S.lock);
+    rc = push(v, stream);
+    if (!rc) mark_dirty(v->index, stream);
+    pthread_mutex_unlock(&S.lock);
+  }
+  pthread_rwlock_unlock(&v->gate);
+  return rc;
+}
+
 int ferry_shadow_after(struct ferry_vgpu *v, unsigned call, const void *args, int rc) {
   int touched = touching || __atomic_load_n(&S.managed[v->index], __ATOMIC_ACQUIRE);
   touching = 0;

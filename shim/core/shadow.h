@@ -27,6 +27,9 @@ void ferry_shadow_forget(const void *p);
    host's changes go out; after a wait, the device's changes come back */
 int ferry_shadow_before(struct ferry_vgpu *v, unsigned call, const void *args);
 int ferry_shadow_after(struct ferry_vgpu *v, unsigned call, const void *args, int rc);
+/* cudaMemPrefetchAsync to v's device: the host's changes to managed
+   memory go out now, in `stream`, not with the next work (gate taken) */
+int ferry_shadow_prefetch(struct ferry_vgpu *v, uint32_t stream);
 /* a blocking wait that may never end (shadow_wait.c): polls the event
    (`event`) or the streams in ids until done, or FERRY_MAPPED_WAIT_S
    passes: 0, or cudaErrorLaunchTimeout, said naming addr */

@@ -46,9 +46,10 @@ static int managed_range(const void *p, size_t count) {
   return (uint64_t)(uintptr_t)p - base + count <= size;
 }
 
-/* To the device: the pages go before the next work of the vGPU, which is
-   what CUDA promises of a prefetch; to the host: the stream's work is
-   waited for, which brings the pages its kernels changed back. */
+/* To the device: the pages the host changed go now, in the stream (the
+   stream's vGPU's, which may be another than to.id: the one that has the
+   memory); to the host: the stream's work is waited for, which brings the
+   pages its kernels changed back. */
 static int prefetch(const void *p, size_t count, struct cudaMemLocation to, cudaStream_t stream,
                     int per_thread) {
   int rc = ferry_ensure_init();
@@ -61,7 +62,9 @@ static int prefetch(const void *p, size_t count, struct cudaMemLocation to, cuda
   case cudaMemLocationTypeDevice:
     if (to.id < 0 || to.id >= ferry.count) return cudaErrorInvalidDevice;
     ferry_managed_prefetched(p, count, to);
-    return 0;
+    /* the pages go now, in the stream: a transfer the program can overlap
+       with its own work, as CUDA's prefetch is */
+    return ferry_shadow_prefetch(v, sid);
   case cudaMemLocationTypeHost:
   case cudaMemLocationTypeHostNuma:
   case cudaMemLocationTypeHostNumaCurrent:

@@ -12,6 +12,7 @@
 //        which CUDA forbids without concurrent managed access; prints the
 //        synchronization's answer ("racy: cudaErrorIllegalState" through
 //        ferry, which reports concurrentManagedAccess = 0)
+//        managed prefetch: a prefetch to the device with no work after it
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -74,8 +75,24 @@ static int racy(void) {
   return 0;
 }
 
+// a prefetch to the device is a transfer of its own, not deferred to the
+// next work: here no work follows it
+static int prefetch_only(void) {
+  unsigned *x;
+  const size_t bytes = N * sizeof(unsigned);
+  CHECK(cudaMallocManaged((void **)&x, bytes));
+  for (int i = 0; i < N; i++) x[i] = (unsigned)i * 7u;
+  cudaMemLocation dev = {cudaMemLocationTypeDevice, 0};
+  CHECK(cudaMemPrefetchAsync(x, bytes, dev, 0, 0));
+  CHECK(cudaStreamSynchronize(0));
+  printf("prefetched: %zu\n", bytes);
+  CHECK(cudaFree(x));
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "racy")) return racy();
+  if (argc > 1 && !strcmp(argv[1], "prefetch")) return prefetch_only();
   int iters = argc > 1 ? atoi(argv[1]) : 10;
   int managed = 0, concurrent = 1;
   CHECK(cudaDeviceGetAttribute(&managed, cudaDevAttrManagedMemory, 0));

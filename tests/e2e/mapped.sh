@@ -113,6 +113,11 @@ managed)
   rc=$(FERRY_MHELPER=always FERRY_MIGRATE_AT=0:0:launch=$k2 run mh managed 10)
   passed mh "$rc"
   same_checksum mh
+  # a prefetch to the device moves the pages at once: no work follows it
+  rc=$(FERRY_STATS=1 run pf managed prefetch)
+  [ "$rc" = 0 ] || fail "pf exited $rc"
+  [ "$(stat_of pf mapped_out)" = "$(value pf prefetched)" ] ||
+    fail "pf: $(stat_of pf mapped_out) bytes went out for a prefetch of $(value pf prefetched)"
   rc=$(FERRY_MIGRATE_AT="0:$b:launch=$k1,0:0:launch=$k2,0:$a:launch=$k3" run mchain managed 10)
   passed mchain "$rc"
   same_checksum mchain
