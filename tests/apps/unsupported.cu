@@ -12,13 +12,10 @@
 __global__ void touch(int *p) { *p = 1; }
 
 int main() {
-  // a range query of managed memory, twice: one warning
-  int read_mostly = 0;
-  static char some[1024];
-  cudaError_t a = cudaMemRangeGetAttribute(&read_mostly, sizeof read_mostly,
-                                           cudaMemRangeAttributeReadMostly, some, sizeof some);
-  cudaError_t b = cudaMemRangeGetAttribute(&read_mostly, sizeof read_mostly,
-                                           cudaMemRangeAttributeReadMostly, some, sizeof some);
+  // a level of a mipmapped array (not served), twice: one warning
+  cudaArray_t level = nullptr;
+  cudaError_t a = cudaGetMipmappedArrayLevel(&level, nullptr, 0);
+  cudaError_t b = cudaGetMipmappedArrayLevel(&level, nullptr, 0);
   // graph host nodes: ferry's graph nodes run on the server
   cudaGraphNode_t node;
   cudaError_t c = cudaGraphAddHostNode(&node, NULL, NULL, 0, NULL);
@@ -26,7 +23,7 @@ int main() {
   int *dev = nullptr;
   cudaError_t e = cudaMalloc(&dev, 64);
   cudaError_t f = cudaFree(dev);
-  printf("range_attribute=%s again=%s graph=%s malloc=%s free=%s\n", cudaGetErrorName(a),
+  printf("mipmap_level=%s again=%s graph=%s malloc=%s free=%s\n", cudaGetErrorName(a),
          cudaGetErrorName(b), cudaGetErrorName(c), cudaGetErrorName(e), cudaGetErrorName(f));
   // a fork()ed child cannot use the parent's GPUs, and must not disturb them
   int *shared = nullptr;

@@ -99,8 +99,8 @@ unsupported)
   expect_in unsupported.out "past_end=cudaErrorInvalidValue"
   expect_in unsupported.out "fork: child=refused parent_after=cudaSuccess value=1234"
   expect_in unsupported.err "CUDA cannot be used in a child made by fork()"
-  n=$(grep -c "cudaMemRangeGetAttribute is not supported" "$work/unsupported.err")
-  [ "$n" = 1 ] || fail "expected one warning for cudaMemRangeGetAttribute, got $n"
+  n=$(grep -c "cudaGetMipmappedArrayLevel is not supported" "$work/unsupported.err")
+  [ "$n" = 1 ] || fail "expected one warning for cudaGetMipmappedArrayLevel, got $n"
   expect_in unsupported.err "cudaGraphAddHostNode is not supported"
   expect_in unsupported.out "programmatic_event=cudaErrorNotSupported"
   n=$(grep -c "cudaLaunchKernelEx with cudaLaunchAttributeProgrammaticEvent is not supported" \
