@@ -250,7 +250,12 @@ def generate(corpus):
         os.makedirs(d)
 
     session_seeds = {"hello": hello(), "hello_token": hello("secret"), "empty_hello": EMPTY_HELLO,
-                     "huge_count": hello() + HUGE_COUNT, "setup": hello() + SETUP}
+                     "huge_count": hello() + HUGE_COUNT, "setup": hello() + SETUP,
+                     # a fat binary wrapper holds a pointer of the client's process: the
+                     # server must refuse it unread (it followed the pointer, and crashed)
+                     "module_load_wrapper": hello() + SETUP + call(
+                         "module_load", struct.pack("<IIQQ", 0x466243B1, 1, 12, 0),
+                         **sample_args("module_load", CALLS["module_load"][2]))}
     for name, (cid, flags, args, rets) in CALLS.items():
         if name == "hello":
             continue
