@@ -554,17 +554,16 @@ static void settle_idle(struct ferry_vgpu *v) {
   }
 }
 
-/* Only work that names mapped memory (its kernels are given a pinned
-   pointer, a memset or copy names one) sends the host's changes first and
-   leaves pages to bring back; any wait for the device brings them back. */
 /* A blocking wait while kernels that use pinned memory may still run, and
    the host changed some of it since it last went out: a kernel that polls
    that memory (waits for a flag the host sets) cannot see the change until
    the wait is over, so it runs until its own timeout, or for ever. Said
    once per block (cuda-samples UnifiedMemoryPerf's latch, XLA's timer);
-   the wait is then bounded (shadow_wait.c). The address of such a block,
-   or 0; ids and n: the streams to poll (none when too many to name). */
-static uint64_t unseen(struct ferry_vgpu *v, unsigned call, const void *args, uint32_t *ids, int *n) {
+   the wait is then bounded (shadow_wait.c). `waited`: what the call
+   waits for (waits_for). The address of such a block, or 0; ids and n:
+   the streams to poll (none when too many to name). */
+static uint64_t unseen(struct ferry_vgpu *v, unsigned call, const void *args, int64_t waited,
+                       uint32_t *ids, int *n) {
   if (call == FERRY_CALL_stream_query || call == FERRY_CALL_event_query) return 0;
   pthread_mutex_lock(&S.lock);
   int vi = v->index;
@@ -583,7 +582,6 @@ static uint64_t unseen(struct ferry_vgpu *v, unsigned call, const void *args, ui
               "(docs/mapped-memory.md)", vi, (unsigned long long)s->start);
   }
   *n = 0;
-  int64_t waited = waits_for(call, args);
   if (found && waited == WHOLE_DEVICE && !S.v[vi].dirty_all) {
     *n = S.v[vi].ndirty;
     memcpy(ids, S.v[vi].dirty, (size_t)*n * sizeof *ids);
@@ -596,14 +594,18 @@ static uint64_t unseen(struct ferry_vgpu *v, unsigned call, const void *args, ui
   return found;
 }
 
+/* Only work that names mapped memory (its kernels are given a pinned
+   pointer, a memset or copy names one) sends the host's changes first and
+   leaves pages to bring back; any wait for the device brings them back. */
 int ferry_shadow_before(struct ferry_vgpu *v, unsigned call, const void *args) {
   /* managed memory: any work may use it (a kernel finds it through a
      structure as well as through its parameters) */
   int touched = touching || __atomic_load_n(&S.managed[v->index], __ATOMIC_ACQUIRE);
-  if (waits_for(call, args) >= 0 && shadowed(v)) {
+  int64_t waited = waits_for(call, args);
+  if (waited >= 0 && shadowed(v)) {
     uint32_t ids[8];
     int n = 0;
-    uint64_t at = unseen(v, call, args, ids, &n);
+    uint64_t at = unseen(v, call, args, waited, ids, &n);
     int rc = at && n ? ferry_shadow_wait_bounded(v, call == FERRY_CALL_event_synchronize, ids, n, at) : 0;
     if (rc) return rc;
   }

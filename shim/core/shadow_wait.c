@@ -12,6 +12,7 @@
  */
 #include "shim/core/shadow.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 

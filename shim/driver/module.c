@@ -606,9 +606,10 @@ static CUresult pack_params(const struct ferry_layout *l, void **params, void **
   return CUDA_SUCCESS;
 }
 
-/* After a migration, a pointer-sized parameter that holds a handed-out
-   global's address is that address (a kernel gets its own globals without
-   one): it is given where the global lives now. */
+/* After a migration, a pointer-aligned word of the parameters that holds a
+   handed-out global's address is that address (a kernel gets its own
+   globals without one): it is given where the global lives now
+   (ferry_params_now, shared with graphs' kernel nodes). */
 static __thread unsigned char translated_buf[FERRY_MAX_PARAM_BYTES];
 static void translate_params(const struct ferry_layout *l, int vgpu, ferry_blob *packed) {
   packed->ptr = ferry_params_now(l, vgpu, packed->ptr, packed->len, translated_buf);

@@ -112,7 +112,6 @@ void ferry_managed_advice_forget(const void *base) {
 
 /* the code every page of [first, end) has, or cudaInvalidDeviceId */
 static int32_t same(const int32_t *codes, uint64_t first, uint64_t end) {
-  if (!codes) return cudaInvalidDeviceId;
   for (uint64_t i = first + 1; i < end; i++)
     if (codes[i] != codes[first]) return cudaInvalidDeviceId;
   return codes[first];
@@ -124,6 +123,9 @@ static int range_attribute(void *data, size_t size, enum cudaMemRangeAttribute a
   struct advised *a; /* NULL: nothing said about the block yet */
   if (!data || span(p, count, 0, &a, &first, &end)) return cudaErrorInvalidValue;
   int32_t *out = data, code;
+  int preferred = attr == cudaMemRangeAttributePreferredLocation ||
+                  attr == cudaMemRangeAttributePreferredLocationType ||
+                  attr == cudaMemRangeAttributePreferredLocationId;
   switch (attr) {
   case cudaMemRangeAttributeReadMostly:
     if (size != 4) return cudaErrorInvalidValue;
@@ -137,12 +139,7 @@ static int range_attribute(void *data, size_t size, enum cudaMemRangeAttribute a
   case cudaMemRangeAttributePreferredLocationType:
   case cudaMemRangeAttributeLastPrefetchLocationType:
     if (size != 4) return cudaErrorInvalidValue;
-    code = same(!a ? NULL
-                : attr == cudaMemRangeAttributePreferredLocation || attr == cudaMemRangeAttributePreferredLocationId ||
-                          attr == cudaMemRangeAttributePreferredLocationType
-                    ? a->preferred
-                    : a->prefetched,
-                first, end);
+    code = a ? same(preferred ? a->preferred : a->prefetched, first, end) : cudaInvalidDeviceId;
     if (attr == cudaMemRangeAttributePreferredLocationType || attr == cudaMemRangeAttributeLastPrefetchLocationType)
       *out = code >= 0                   ? cudaMemLocationTypeDevice
              : code == cudaCpuDeviceId ? cudaMemLocationTypeHost
