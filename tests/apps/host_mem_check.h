@@ -1,22 +1,14 @@
 // What tests/apps/mapped.cu and managed.cu share: kernels on memory the
-// host also reads and writes (their CPU twins are in tests/twins), and the
-// checks and checksum of the results.
+// host also reads and writes (fill_kernels.h), and the checks and checksum
+// of the results.
 #ifndef FERRY_TESTS_HOST_MEM_CHECK_H
 #define FERRY_TESTS_HOST_MEM_CHECK_H
 
 #include <cstdint>
 #include <cstdio>
 
-__global__ void mp_fill(unsigned *out, int n, unsigned seed) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = seed * 2654435761u + (unsigned)i * 40503u;
-}
-__global__ void mp_accum(unsigned *acc, const unsigned *in, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) acc[i] = acc[i] * 31u + in[i];
-}
-// mp_fill's value, on the host
-static unsigned fill_value(unsigned seed, int i) { return seed * 2654435761u + (unsigned)i * 40503u; }
+#include "fill_kernels.h"
+
 
 #define BLOCK 256
 static int launches, bad;

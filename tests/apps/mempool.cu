@@ -22,15 +22,8 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "fill_kernels.h"
 
-__global__ void pool_fill(unsigned *out, int n, unsigned seed) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = seed * 2654435761u + (unsigned)i * 40503u;
-}
-__global__ void pool_accum(unsigned *acc, const unsigned *in, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) acc[i] = acc[i] * 31u + in[i];
-}
 
 #define BLOCK 256
 static int n, launches, stream_syncs, device_syncs, frees, bad;
@@ -38,7 +31,7 @@ static unsigned grid() { return (unsigned)((n + BLOCK - 1) / BLOCK); }
 
 // the host's twin of one fill + accumulate
 static void host_step(std::vector<unsigned> &acc, unsigned seed) {
-  for (int i = 0; i < n; i++) acc[i] = acc[i] * 31u + (seed * 2654435761u + (unsigned)i * 40503u);
+  for (int i = 0; i < n; i++) acc[i] = acc[i] * 31u + fill_value(seed, i);
 }
 static void expect(bool ok, const char *what) {
   if (!ok) {
@@ -71,8 +64,8 @@ static void worker(int id, int iters, unsigned *acc, int *syncs) {
   for (int i = 0; i < iters; i++) {
     unsigned *tmp;
     CHECK(cudaMallocAsync(&tmp, (size_t)n * sizeof(unsigned), s));
-    pool_fill<<<grid(), BLOCK, 0, s>>>(tmp, n, 1000u * (unsigned)id + (unsigned)i);
-    pool_accum<<<grid(), BLOCK, 0, s>>>(acc, tmp, n);
+    mp_fill<<<grid(), BLOCK, 0, s>>>(tmp, n, 1000u * (unsigned)id + (unsigned)i);
+    mp_accum<<<grid(), BLOCK, 0, s>>>(acc, tmp, n);
     CHECK(cudaFreeAsync(tmp, s));
   }
   CHECK(cudaStreamSynchronize(s));
@@ -187,8 +180,8 @@ int main(int argc, char **argv) {
       // two sizes, as a framework's tensors have
       CHECK(cudaMallocAsync(&tmp, bytes + (size_t)(i & 1) * 1024, s[k]));
       unsigned seed = (unsigned)(i * 2 + k);
-      pool_fill<<<grid(), BLOCK, 0, s[k]>>>(tmp, n, seed);
-      pool_accum<<<grid(), BLOCK, 0, s[k]>>>(acc[k], tmp, n);
+      mp_fill<<<grid(), BLOCK, 0, s[k]>>>(tmp, n, seed);
+      mp_accum<<<grid(), BLOCK, 0, s[k]>>>(acc[k], tmp, n);
       launches += 2;
       host_step(want[k], seed);
       CHECK(cudaFreeAsync(tmp, s[k]));
@@ -196,10 +189,10 @@ int main(int argc, char **argv) {
     if (i % 4 == 3) { // made on stream 0, used and freed on stream 1
       unsigned *x;
       CHECK(cudaMallocAsync(&x, bytes, s[0]));
-      pool_fill<<<grid(), BLOCK, 0, s[0]>>>(x, n, 7777u + (unsigned)i);
+      mp_fill<<<grid(), BLOCK, 0, s[0]>>>(x, n, 7777u + (unsigned)i);
       CHECK(cudaEventRecord(ev, s[0]));
       CHECK(cudaStreamWaitEvent(s[1], ev, 0));
-      pool_accum<<<grid(), BLOCK, 0, s[1]>>>(acc[1], x, n);
+      mp_accum<<<grid(), BLOCK, 0, s[1]>>>(acc[1], x, n);
       launches += 2;
       host_step(want[1], 7777u + (unsigned)i);
       CHECK(cudaFreeAsync(x, s[1]));
@@ -275,8 +268,8 @@ int main(int argc, char **argv) {
   CHECK(cudaPointerGetAttributes(&pa, q));
   expect(pa.type == cudaMemoryTypeDevice && pa.device == 0, "pool memory is device 0's");
   expect(attr(mine, cudaMemPoolAttrUsedMemCurrent) >= bytes, "the own pool counts its block");
-  pool_fill<<<grid(), BLOCK, 0, s[0]>>>(q, n, 4242u);
-  pool_accum<<<grid(), BLOCK, 0, s[0]>>>(acc[0], q, n);
+  mp_fill<<<grid(), BLOCK, 0, s[0]>>>(q, n, 4242u);
+  mp_accum<<<grid(), BLOCK, 0, s[0]>>>(acc[0], q, n);
   launches += 2;
   host_step(want[0], 4242u);
   CHECK(cudaFreeAsync(q, s[0]));
@@ -289,8 +282,8 @@ int main(int argc, char **argv) {
   expect(current == mine, "cudaDeviceSetMemPool made the own pool current");
   CHECK(cudaMallocAsync(&q, bytes, s[1]));
   expect(attr(mine, cudaMemPoolAttrUsedMemCurrent) >= bytes, "cudaMallocAsync took the current pool");
-  pool_fill<<<grid(), BLOCK, 0, s[1]>>>(q, n, 5151u);
-  pool_accum<<<grid(), BLOCK, 0, s[1]>>>(acc[1], q, n);
+  mp_fill<<<grid(), BLOCK, 0, s[1]>>>(q, n, 5151u);
+  mp_accum<<<grid(), BLOCK, 0, s[1]>>>(acc[1], q, n);
   launches += 2;
   host_step(want[1], 5151u);
   CHECK(cudaFreeAsync(q, s[1]));
@@ -300,8 +293,8 @@ int main(int argc, char **argv) {
   // memory from cudaMalloc, freed in stream order
   unsigned *m;
   CHECK(cudaMalloc(&m, bytes));
-  pool_fill<<<grid(), BLOCK, 0, s[1]>>>(m, n, 6060u);
-  pool_accum<<<grid(), BLOCK, 0, s[1]>>>(acc[1], m, n);
+  mp_fill<<<grid(), BLOCK, 0, s[1]>>>(m, n, 6060u);
+  mp_accum<<<grid(), BLOCK, 0, s[1]>>>(acc[1], m, n);
   launches += 2;
   host_step(want[1], 6060u);
   CHECK(cudaFreeAsync(m, s[1]));

@@ -429,22 +429,6 @@ static void mx_add(const struct ferry_twin_thread *t, const unsigned char *param
   FOR_BLOCK_THREADS(t, i) if ((int)i < n) x[i] = (x[i] ^ k) + i * 3u;
 }
 
-/* pool_fill(unsigned *out, int n, unsigned seed) of tests/apps/mempool.cu */
-static void pool_fill(const struct ferry_twin_thread *t, const unsigned char *params) {
-  unsigned *out = ARG(unsigned *, 0);
-  int n = ARG(int, 8);
-  unsigned seed = ARG(unsigned, 12);
-  FOR_BLOCK_THREADS(t, i) if ((int)i < n) out[i] = seed * 2654435761u + i * 40503u;
-}
-
-/* pool_accum(unsigned *acc, const unsigned *in, int n): acc[i] = acc[i] * 31 + in[i] */
-static void pool_accum(const struct ferry_twin_thread *t, const unsigned char *params) {
-  unsigned *acc = ARG(unsigned *, 0);
-  const unsigned *in = ARG(const unsigned *, 8);
-  int n = ARG(int, 16);
-  FOR_BLOCK_THREADS(t, i) if ((int)i < n) acc[i] = acc[i] * 31u + in[i];
-}
-
 /* g_axpb(unsigned *x, int n, unsigned a, unsigned b) of tests/apps/graphs.cu: x[i] = x[i] * a + b */
 static void g_axpb(const struct ferry_twin_thread *t, const unsigned char *params) {
   unsigned *x = ARG(unsigned *, 0);
@@ -473,7 +457,8 @@ static void qc_triple(const struct ferry_twin_thread *t, const unsigned char *pa
   FOR_BLOCK_THREADS(t, i) if ((int)i < n) p[i] *= 3u;
 }
 
-/* mp_fill, mp_accum, mp_poke of tests/apps/mapped.cu (kernels on mapped host memory) */
+/* mp_fill, mp_accum (tests/apps/fill_kernels.h: mapped.cu, managed.cu, mempool.cu), mp_poke
+   of tests/apps/mapped.cu */
 static void mp_fill(const struct ferry_twin_thread *t, const unsigned char *params) {
   unsigned *out = ARG(unsigned *, 0);
   int n = ARG(int, 8);
@@ -542,8 +527,6 @@ const struct ferry_twin ferry_twins[] = {
     {"drv_fold_struct", drv_fold_struct, 1, 1, {{0, 24}}},
     {"_Z6mx_addPjij", mx_add, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {"jit_step", jit_step, 0, 3, {{0, 8}, {8, 4}, {12, 4}}},
-    {"_Z9pool_fillPjij", pool_fill, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
-    {"_Z10pool_accumPjPKji", pool_accum, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
     {"_Z6g_axpbPjijj", g_axpb, 1, 4, {{0, 8}, {8, 4}, {12, 4}, {16, 4}}},
     {"_Z5g_addPjPKji", g_add, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
     {"_Z6qc_addPji", qc_add, 1, 2, {{0, 8}, {8, 4}}},
