@@ -181,8 +181,6 @@ static int scan_kernels(struct ferry_vgpu *v, const struct ferry_graph *g, int *
 
 /* sends x's graph under x's id (a first instantiation or a replacement;
    `update`: the changes of one the server has, asynchronously) */
-static int send_graph(struct ferry_gexec *x, int update);
-static int send_exec(struct ferry_gexec *x) { return send_graph(x, 0); }
 static int send_graph(struct ferry_gexec *x, int update) {
   struct emit e = {.vgpu = -1, .target = x->vgpu >= 0 ? x->vgpu : ferry_thread()->device};
   uint32_t *map = malloc((x->graph->n ? x->graph->n : 1) * sizeof *map);
@@ -225,6 +223,7 @@ static int send_graph(struct ferry_gexec *x, int update) {
   ferry_gbuf_free(&e.b);
   return rc;
 }
+static int send_exec(struct ferry_gexec *x) { return send_graph(x, 0); }
 
 /* ---- instantiation ---- */
 static uint32_t next_exec_id = 1;
@@ -323,7 +322,8 @@ static int launch(cudaGraphExec_t exec, cudaStream_t s, int per_thread) {
        variables where they were; sent again with where they are now. A
        move between this check and the launch makes the launch stale: again */
     uint64_t gen = __atomic_load_n(&v->generation, __ATOMIC_ACQUIRE);
-    if (x->generation != gen ? (rc = send_exec(x)) : x->dirty ? (rc = send_graph(x, 1)) : 0) return rc;
+    rc = x->generation != gen ? send_exec(x) : x->dirty ? send_graph(x, 1) : 0;
+    if (rc) return rc;
     if (x->touches_mapped) ferry_shadow_touch();
     ferry_expect_generation(v, gen);
     rc = ferry_call(v, FERRY_CALL_graph_launch, &a, NULL, NULL);
@@ -506,9 +506,10 @@ cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t exec, cudaGraphNode_t node, 
   enum cudaGraphNodeType t = n->op.type;
   if (t != cudaGraphNodeTypeKernel && t != cudaGraphNodeTypeMemset && t != cudaGraphNodeTypeMemcpy)
     return ferry_ret(cudaErrorInvalidValue); /* the kinds CUDA lets be disabled */
-  int was = n->disabled;
-  n->disabled = !enabled;
-  if (was != n->disabled) x->dirty = 1; /* sent with the next launch */
+  if (n->disabled != !enabled) {
+    n->disabled = !enabled;
+    x->dirty = 1; /* sent with the next launch */
+  }
   return cudaSuccess;
 }
 
