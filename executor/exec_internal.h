@@ -75,8 +75,7 @@ struct ferry_exec {
   uint64_t arena_base, arena_size;
   int arena_ok;
   int window_ok; /* the host window is reserved for shadows (exec_shadow.c) */
-  uint64_t *loose; /* granules reserved for shadows outside it */
-  size_t nloose, cloose;
+  int alias_ok;  /* and the alias window, for shadows of registered memory */
   size_t gran;
 
   struct exec_mapping *maps;
@@ -178,7 +177,7 @@ int exec_map_at(struct ferry_exec *ex, uint64_t addr, uint64_t size);
 int exec_unmap_at(struct ferry_exec *ex, uint64_t addr, uint64_t size);
 int exec_mapped_at(const struct ferry_exec *ex, uint64_t addr, uint64_t size);
 /* the reservations of shadows outside the host window (after their mappings are gone) */
-void exec_free_loose(struct ferry_exec *ex, int driver_ok);
+void exec_free_windows(struct ferry_exec *ex, int driver_ok);
 void exec_free_modules(struct ferry_exec *ex, int driver_ok);
 void exec_free_streams_events(struct ferry_exec *ex, int driver_ok);
 void exec_free_staging(struct ferry_exec *ex, int driver_ok);

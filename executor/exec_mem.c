@@ -145,10 +145,7 @@ void exec_free_memory(struct ferry_exec *ex, int driver_ok) {
   if (ex->arena_ok && driver_ok)
     ex->d->MemAddressFree(ex->arena_base, ex->arena_size);
   ex->arena_ok = 0;
-  if (ex->window_ok && driver_ok)
-    ex->d->MemAddressFree(FERRY_HOST_WINDOW_BASE, FERRY_HOST_WINDOW_SIZE);
-  ex->window_ok = 0;
-  exec_free_loose(ex, driver_ok);
+  exec_free_windows(ex, driver_ok);
 }
 
 /* ---- staging ---- */

@@ -2,11 +2,13 @@
  * Shadows of the program's mapped host memory on a remote GPU. Under
  * unified addressing a kernel may be handed a pinned host pointer
  * (zero-copy); a GPU in another machine cannot reach that memory, so the
- * server maps device memory at the same addresses, inside the window of the
- * program's shared host arena, and the client keeps the two copies coherent
- * (shim/core/shadow.c). A helper shares the arena itself and refuses
- * shadows of it; memory the program registered lies outside the arena, and
- * a server or a helper reserves its granules at exactly their addresses.
+ * server maps device memory for it and the client keeps the two copies
+ * coherent (shim/core/shadow.c). Memory of the program's shared host arena
+ * is shadowed at its own addresses, inside the arena's window (a helper
+ * shares the arena itself and refuses those); memory the program
+ * registered anywhere else is shadowed in the alias window, at addresses
+ * the client picks and translates, since a driver grants fixed addresses
+ * only where it likes.
  */
 #include "executor/exec_internal.h"
 
@@ -14,79 +16,60 @@
 
 #include "common/log.h"
 
-/* the shared host arena's window: a helper shares it, a server shadows it */
-static int in_window(uint64_t addr, uint64_t size) {
-  return addr >= FERRY_HOST_WINDOW_BASE && addr - FERRY_HOST_WINDOW_BASE < FERRY_HOST_WINDOW_SIZE &&
-         size <= FERRY_HOST_WINDOW_SIZE - (addr - FERRY_HOST_WINDOW_BASE);
+static int inside(uint64_t addr, uint64_t size, uint64_t base, uint64_t span) {
+  return addr >= base && addr - base < span && size <= span - (addr - base);
 }
 
-static int shadow_range(struct ferry_exec *ex, const char *call, uint64_t addr, uint64_t size) {
-  if (!size || addr % ex->gran || size % ex->gran || addr + size < addr) return 0;
-  if (in_window(addr, size)) {
+/* the window [addr, addr + size) lies in, reserved now if it was not: 0
+   when it lies in none this process may shadow */
+static int window_of(struct ferry_exec *ex, const char *call, uint64_t addr, uint64_t size,
+                     int *err) {
+  *err = EXEC_OK;
+  if (!size || addr % ex->gran || size % ex->gran) return 0;
+  uint64_t base;
+  int *ok;
+  if (inside(addr, size, FERRY_HOST_WINDOW_BASE, FERRY_HOST_WINDOW_SIZE)) {
     if (ex->host_hi > ex->host_lo) {
       if (!ex->violation[0])
         snprintf(ex->violation, sizeof ex->violation,
                  "%s of the shared host arena in a process that shares it", call);
       return 0;
     }
-    return 1;
+    base = FERRY_HOST_WINDOW_BASE, ok = &ex->window_ok;
+  } else if (inside(addr, size, FERRY_ALIAS_WINDOW_BASE, FERRY_ALIAS_WINDOW_SIZE)) {
+    base = FERRY_ALIAS_WINDOW_BASE, ok = &ex->alias_ok;
+  } else {
+    return 0;
   }
-  /* memory the program registered, outside the window: never over the
-     vGPU's arena or across the window */
-  uint64_t end = addr + size;
-  int arena = ex->arena_ok && addr < ex->arena_base + ex->arena_size && end > ex->arena_base;
-  return !arena && !(addr < FERRY_HOST_WINDOW_BASE + FERRY_HOST_WINDOW_SIZE && end > FERRY_HOST_WINDOW_BASE);
+  uint64_t span = base == FERRY_HOST_WINDOW_BASE ? FERRY_HOST_WINDOW_SIZE : FERRY_ALIAS_WINDOW_SIZE;
+  if (*ok) return 1;
+  CUdeviceptr got = 0;
+  CUresult r = ex->d->MemAddressReserve(&got, span, 0, base, 0);
+  if (r != CUDA_SUCCESS) {
+    *err = CU(r);
+  } else if (got != base) { /* taken in this process: shadows cannot be placed */
+    ex->d->MemAddressFree(got, span);
+    *err = EXEC_MEMORY_ALLOCATION;
+  } else {
+    *ok = 1;
+  }
+  return 1;
 }
 
-static int reserve_window(struct ferry_exec *ex) {
-  if (ex->window_ok) return EXEC_OK;
-  CUdeviceptr got = 0;
-  CUresult r = ex->d->MemAddressReserve(&got, FERRY_HOST_WINDOW_SIZE, 0, FERRY_HOST_WINDOW_BASE, 0);
-  if (r != CUDA_SUCCESS) return CU(r);
-  if (got != FERRY_HOST_WINDOW_BASE) { /* taken in this process: shadows cannot be placed */
-    ex->d->MemAddressFree(got, FERRY_HOST_WINDOW_SIZE);
-    return EXEC_MEMORY_ALLOCATION;
-  }
-  ex->window_ok = 1;
-  return EXEC_OK;
-}
-
-/* one granule outside the window, reserved at exactly its address (the
-   program's registered memory): refused where this process has something
-   there */
-static int reserve_loose(struct ferry_exec *ex, uint64_t at) {
-  if (ex->nloose == ex->cloose) {
-    size_t cap = ex->cloose ? ex->cloose * 2 : 16;
-    uint64_t *p = realloc(ex->loose, cap * sizeof *p);
-    if (!p) return EXEC_MEMORY_ALLOCATION;
-    ex->loose = p;
-    ex->cloose = cap;
-  }
-  CUdeviceptr got = 0;
-  CUresult r = ex->d->MemAddressReserve(&got, ex->gran, 0, at, 0);
-  if (r != CUDA_SUCCESS) return CU(r);
-  if (got != at) {
-    ex->d->MemAddressFree(got, ex->gran);
-    return EXEC_MEMORY_ALLOCATION;
-  }
-  int err = exec_map_at(ex, at, ex->gran);
-  if (err) {
-    ex->d->MemAddressFree(at, ex->gran);
-    return err;
-  }
-  ex->loose[ex->nloose++] = at;
-  return EXEC_OK;
+void exec_free_windows(struct ferry_exec *ex, int driver_ok) {
+  if (ex->window_ok && driver_ok) ex->d->MemAddressFree(FERRY_HOST_WINDOW_BASE, FERRY_HOST_WINDOW_SIZE);
+  if (ex->alias_ok && driver_ok) ex->d->MemAddressFree(FERRY_ALIAS_WINDOW_BASE, FERRY_ALIAS_WINDOW_SIZE);
+  ex->window_ok = ex->alias_ok = 0;
 }
 
 int ferry_x_shadow_map(struct ferry_exec *ex, const struct ferry_shadow_map_args *a,
                        struct ferry_shadow_map_rets *r, struct ferry_io *io) {
   (void)r, (void)io;
-  if (!shadow_range(ex, "shadow_map", a->addr, a->size)) return EXEC_INVALID_VALUE;
-  int window = in_window(a->addr, a->size);
-  int err = window ? reserve_window(ex) : EXEC_OK, made = 0;
+  int err, made = 0;
+  if (!window_of(ex, "shadow_map", a->addr, a->size, &err)) return EXEC_INVALID_VALUE;
   for (uint64_t at = a->addr; !err && at < a->addr + a->size; at += ex->gran) {
     if (exec_mapped_at(ex, at, ex->gran)) continue;
-    err = window ? exec_map_at(ex, at, ex->gran) : reserve_loose(ex, at);
+    err = exec_map_at(ex, at, ex->gran);
     made += !err;
   }
   ferry_debug("shadow_map 0x%llx + %llu: %d granules mapped now (%d)", (unsigned long long)a->addr,
@@ -97,26 +80,13 @@ int ferry_x_shadow_map(struct ferry_exec *ex, const struct ferry_shadow_map_args
 int ferry_x_shadow_unmap(struct ferry_exec *ex, const struct ferry_shadow_unmap_args *a,
                          struct ferry_shadow_unmap_rets *r, struct ferry_io *io) {
   (void)r, (void)io;
-  if (!shadow_range(ex, "shadow_unmap", a->addr, a->size)) return EXEC_INVALID_VALUE;
-  int err = EXEC_OK;
+  int err;
+  if (!window_of(ex, "shadow_unmap", a->addr, a->size, &err)) return EXEC_INVALID_VALUE;
   for (uint64_t at = a->addr; at < a->addr + a->size; at += ex->gran) {
     if (!exec_mapped_at(ex, at, ex->gran)) continue;
     int e = exec_unmap_at(ex, at, ex->gran);
     ferry_debug("shadow_unmap 0x%llx (%d)", (unsigned long long)at, e);
-    for (size_t i = 0; !e && i < ex->nloose; i++)
-      if (ex->loose[i] == at) {
-        ex->d->MemAddressFree(at, ex->gran);
-        ex->loose[i] = ex->loose[--ex->nloose];
-        break;
-      }
     if (!err) err = e;
   }
   return err;
-}
-
-void exec_free_loose(struct ferry_exec *ex, int driver_ok) {
-  for (size_t i = 0; i < ex->nloose && driver_ok; i++) ex->d->MemAddressFree(ex->loose[i], ex->gran);
-  free(ex->loose);
-  ex->loose = NULL;
-  ex->nloose = ex->cloose = 0;
 }

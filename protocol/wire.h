@@ -16,7 +16,7 @@
 #include <stddef.h>
 
 #define FERRY_MAGIC 0x31595246u /* "FRY1" little endian */
-#define FERRY_PROTOCOL_VERSION 9u
+#define FERRY_PROTOCOL_VERSION 10u
 #define FERRY_MAX_BODY (1u << 20)          /* msgpack body; params are <= 32 KiB */
 #define FERRY_MAX_BULK (1ull << 40)        /* sanity bound for a single transfer */
 #define FERRY_MAX_LAUNCH_ATTRS 16u         /* launch attributes in one launch's attrs blob */
@@ -83,6 +83,12 @@ typedef struct { const void *ptr; uint32_t len; } ferry_blob;
    the same addresses (shadow_map) */
 #define FERRY_HOST_WINDOW_BASE 0x180000000000ull
 #define FERRY_HOST_WINDOW_SIZE 0x40000000000ull
+/* device shadows of memory the program registered (cudaHostRegister) live
+   here, not at the program's own addresses, which a server's or helper's
+   driver need not grant (the H200's refused them): the client translates
+   the addresses its calls carry (shim/core/shadow_alias.c) */
+#define FERRY_ALIAS_WINDOW_BASE (FERRY_HOST_WINDOW_BASE + FERRY_HOST_WINDOW_SIZE)
+#define FERRY_ALIAS_WINDOW_SIZE 0x10000000000ull
 _Static_assert(FERRY_CALL_LIMIT <= FERRY_KIND_REPLY, "call ids and frame kinds overlap");
 
 enum ferry_call_id {

@@ -231,6 +231,8 @@ static int add_reservation(uint64_t start, uint64_t end, int dev) {
   return 0;
 }
 
+#define SIM_HINT_LIMIT (1ull << 46)
+
 CUresult sim_MemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
                                unsigned long long flags) {
   CUresult r = sim_enter();
@@ -243,7 +245,9 @@ CUresult sim_MemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, 
     alignment = SIM_GRANULARITY;
   const int base = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
   void *got = MAP_FAILED;
-  if (addr && addr % alignment == 0) {
+  /* hints from 64 TiB up are not honoured, as the H200's driver did not
+     (0x4c0000000000, 0x7f84cdbe0000), while ferry's windows below are */
+  if (addr && addr % alignment == 0 && addr < SIM_HINT_LIMIT) {
     got = mmap((void *)(uintptr_t)addr, size, PROT_NONE, base | MAP_FIXED_NOREPLACE, -1, 0);
     if (got != MAP_FAILED && (uintptr_t)got != addr) { /* kernel without NOREPLACE */
       munmap(got, size);

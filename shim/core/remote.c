@@ -660,7 +660,9 @@ static int call_now(struct ferry_vgpu *v, unsigned call, const void *args, void 
   if (timed) clock_gettime(CLOCK_MONOTONIC, &t0);
   /* mapped host memory a server's kernels use: out before, home after */
   int rc = ferry_shadow_before(v, call, args);
-  if (!rc) rc = ferry_shadow_after(v, call, args, ferry_source_call(v, call, args, rets, bulk));
+  _Alignas(16) unsigned char scratch[FERRY_ALIAS_SCRATCH];
+  const void *sent = rc ? args : ferry_shadow_translate(v, call, args, scratch);
+  if (!rc) rc = ferry_shadow_after(v, call, args, ferry_source_call(v, call, sent, rets, bulk));
   if (timed) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     __atomic_fetch_add(&v->trips[call], 1, __ATOMIC_RELAXED);

@@ -13,7 +13,10 @@
  *    device changed come back: their hashes (mem_hash) against those of what
  *    the host last exchanged, then those pages only (gather). Bytes both
  *    sides changed in one page are merged byte by byte, the device's winning.
- * The twin is the page contents of the last exchange. A block becomes a
+ * Memory the program registered (cudaHostRegister) lies where the program
+ * put it, an address a server's driver need not grant: its shadow is made
+ * at an alias instead, and the addresses calls carry are translated
+ * (shadow_alias.c). The twin is the page contents of the last exchange. A block becomes a
  * shadow when ferry sees the device may use it: its address in a launch's
  * parameters, a memset or device copy naming it, cudaHostGetDevicePointer.
  * On a helper or in this process the GPU maps the host memory itself
@@ -41,6 +44,7 @@
 
 struct shadow {
   uint64_t addr, size; /* page-aligned */
+  uint64_t dev;        /* where addr is on a server or helper: addr, or its alias */
   int owner;           /* the vGPU whose kernels use it */
   int fresh;           /* its device copy is not made yet (new, or on a new server) */
   int managed;         /* cudaMallocManaged's: any work of its vGPU may use it */
@@ -73,7 +77,7 @@ static struct {
   } v[FERRY_MAX_VGPUS];
   int live[FERRY_MAX_VGPUS];    /* shadows per vGPU (atomic: the fast path reads it unlocked) */
   int managed[FERRY_MAX_VGPUS]; /* managed ones among them (atomic) */
-  int loose[FERRY_MAX_VGPUS];   /* loose ones among them (atomic) */
+  int loose[FERRY_MAX_VGPUS];   /* loose (aliased) ones among them (atomic) */
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static int remote(const struct ferry_vgpu *v) { return !ferry_is_local(v) && !v->link.helper_pid; }
@@ -92,6 +96,12 @@ static struct shadow *find(uint64_t addr) {
     if (addr - S.tab[i].addr < S.tab[i].size) return &S.tab[i];
   return NULL;
 }
+/* the shadow whose device copy holds addr */
+static struct shadow *find_dev(uint64_t addr) {
+  for (size_t i = 0; i < S.n; i++)
+    if (addr - S.tab[i].dev < S.tab[i].size) return &S.tab[i];
+  return NULL;
+}
 
 /* a shadow of [start, end), owned by vGPU vi */
 static int add(int vi, uint64_t start, uint64_t end, int managed, int loose) {
@@ -103,15 +113,25 @@ static int add(int vi, uint64_t start, uint64_t end, int managed, int loose) {
     S.tab = t;
     S.cap = cap;
   }
+  uint64_t dev = base;
+  if (loose && !(dev = ferry_alias_take(base, span))) {
+    ferry_log("device %d: no room is left for a shadow of registered host memory %p (%llu bytes): "
+              "more than %llu GiB of it registered at once; returning cudaErrorMemoryAllocation",
+              vi, (void *)(uintptr_t)start, (unsigned long long)(end - start),
+              (unsigned long long)(FERRY_ALIAS_WINDOW_SIZE >> 30));
+    return cudaErrorMemoryAllocation;
+  }
   unsigned char *twin = malloc(span);
   uint64_t *hash = calloc(span / PAGE, sizeof *hash);
   if (!twin || !hash) {
     free(twin);
     free(hash);
+    if (loose) ferry_alias_give(dev, span);
     return cudaErrorMemoryAllocation;
   }
-  S.tab[S.n++] = (struct shadow){.addr = base, .size = span, .owner = vi, .fresh = 1, .managed = managed,
-                                 .loose = loose, .start = start, .end = end, .twin = twin, .hash = hash};
+  S.tab[S.n++] = (struct shadow){.addr = base, .size = span, .dev = dev, .owner = vi, .fresh = 1,
+                                 .managed = managed, .loose = loose, .start = start, .end = end,
+                                 .twin = twin, .hash = hash};
   __atomic_add_fetch(&S.live[vi], 1, __ATOMIC_RELEASE);
   if (managed) __atomic_add_fetch(&S.managed[vi], 1, __ATOMIC_RELEASE);
   if (loose) __atomic_add_fetch(&S.loose[vi], 1, __ATOMIC_RELEASE);
@@ -153,6 +173,8 @@ int ferry_shadow_manage(struct ferry_vgpu *v, uint64_t addr, uint64_t size) {
 
 /* this thread's next call works on mapped memory */
 static __thread int touching;
+/* ... and the last scan found registered memory, which has an alias */
+static __thread int aliased_hit;
 void ferry_shadow_touch(void) { touching = 1; }
 
 int ferry_shadow_scan(struct ferry_vgpu *v, const void *params, size_t len) {
@@ -167,7 +189,10 @@ int ferry_shadow_scan(struct ferry_vgpu *v, const void *params, size_t len) {
       continue;
     int rc = ferry_shadow_expose(v, w);
     if (rc > 1) return rc;
-    if (!rc) hit = 1;
+    if (!rc) {
+      hit = 1;
+      if (w - FERRY_HOST_WINDOW_BASE >= FERRY_HOST_WINDOW_SIZE) aliased_hit = 1;
+    }
   }
   if (hit) touching = 1;
   return hit ? FERRY_SHADOW_HIT : 0;
@@ -184,7 +209,7 @@ static struct chunk *chunk_find(int vi, uint64_t addr) {
 /* s's chunks are mapped on v's server and counted */
 static int map_shadow(struct ferry_vgpu *v, const struct shadow *s) {
   uint64_t g = v->granularity ? v->granularity : 2u << 20;
-  uint64_t lo = s->addr / g * g, hi = (s->addr + s->size + g - 1) / g * g;
+  uint64_t lo = s->dev / g * g, hi = (s->dev + s->size + g - 1) / g * g;
   int vi = v->index;
   struct ferry_shadow_map_args a = {lo, hi - lo};
   int rc = ferry_source_call(v, FERRY_CALL_shadow_map, &a, NULL, NULL);
@@ -194,8 +219,8 @@ static int map_shadow(struct ferry_vgpu *v, const struct shadow *s) {
               cudaGetErrorName((cudaError_t)rc));
     return rc;
   }
-  ferry_debug("device %d: shadow of %p (%llu bytes) made", vi, (void *)(uintptr_t)s->addr,
-              (unsigned long long)s->size);
+  ferry_debug("device %d: shadow of %p (%llu bytes) made at %p", vi, (void *)(uintptr_t)s->addr,
+              (unsigned long long)s->size, (void *)(uintptr_t)s->dev);
   for (uint64_t c = lo; c < hi; c += g) {
     struct chunk *k = chunk_find(vi, c);
     if (!k) {
@@ -216,7 +241,7 @@ static int map_shadow(struct ferry_vgpu *v, const struct shadow *s) {
 
 static void unref_chunks(struct ferry_vgpu *v, const struct shadow *s) {
   uint64_t g = v->granularity ? v->granularity : 2u << 20;
-  for (uint64_t c = s->addr / g * g; c < s->addr + s->size; c += g) {
+  for (uint64_t c = s->dev / g * g; c < s->dev + s->size; c += g) {
     struct chunk *k = chunk_find(v->index, c);
     if (k && k->refs > 0) k->refs--;
   }
@@ -276,7 +301,7 @@ static void spread(size_t n, uint64_t bytes, void (*fn)(void *, size_t, size_t),
 /* from the twin: what the device gets is what the host will compare with */
 static int send_pages(struct ferry_vgpu *v, uint32_t stream, const struct shadow *s, uint64_t off,
                       uint64_t n) {
-  uint64_t addr = s->addr + off;
+  uint64_t addr = s->dev + off;
   struct ferry_bulk bulk = {.in = s->twin + off, .in_len = n};
   struct ferry_memcpy_htod_async_args a = {addr, stream};
   int rc = ferry_source_call(v, FERRY_CALL_memcpy_htod_async, &a, NULL, &bulk);
@@ -416,7 +441,7 @@ static int pull(struct ferry_vgpu *v, int strict) {
   size_t nr = 0;
   for (size_t i = 0; i < S.n && !rc; i++)
     if (S.tab[i].owner == v->index && !S.tab[i].fresh && needs(v, &S.tab[i])) {
-      ranges[2 * nr] = S.tab[i].addr;
+      ranges[2 * nr] = S.tab[i].dev;
       ranges[2 * nr + 1] = S.tab[i].size;
       nr++;
     }
@@ -438,7 +463,7 @@ static int pull(struct ferry_vgpu *v, int strict) {
       for (uint64_t p = 0; p < s->size / PAGE; p++, k++) {
         if (hashes[k] == s->hash[p]) continue;
         changed_hash[nchanged++] = hashes[k] ? hashes[k] : 1; /* 0 means "none" below */
-        uint64_t at = s->addr + p * PAGE;
+        uint64_t at = s->dev + p * PAGE;
         if (np && ranges[2 * (np - 1)] + ranges[2 * np - 1] == at) {
           ranges[2 * np - 1] += PAGE;
         } else {
@@ -461,8 +486,8 @@ static int pull(struct ferry_vgpu *v, int strict) {
   for (size_t r = 0, k = 0; !rc && r < nr; r++)
     for (uint64_t off = 0; off < ranges[2 * r + 1]; off += PAGE, k++) {
       uint64_t addr = ranges[2 * r] + off;
-      t.page[k].s = find(addr);
-      t.page[k].off = t.page[k].s ? addr - t.page[k].s->addr : 0;
+      t.page[k].s = find_dev(addr);
+      t.page[k].off = t.page[k].s ? addr - t.page[k].s->dev : 0;
     }
   if (!rc && want) {
     spread(want / PAGE, want, take_pages, &t);
@@ -602,6 +627,14 @@ int ferry_shadow_before(struct ferry_vgpu *v, unsigned call, const void *args) {
      structure as well as through its parameters) */
   int touched = touching || __atomic_load_n(&S.managed[v->index], __ATOMIC_ACQUIRE);
   int64_t waited = waits_for(call, args);
+  if (call == FERRY_CALL_graph_launch && aliased_hit && !ferry_is_local(v)) {
+    /* its kernels' parameters went with the graph, untranslated */
+    aliased_hit = touching = 0;
+    ferry_log("device %d: a graph's kernels are given cudaHostRegister'ed memory, which a GPU "
+              "outside this process reaches only at another address: not supported by ferry; "
+              "returning cudaErrorNotSupported", v->index);
+    return cudaErrorNotSupported;
+  }
   if (waited >= 0 && shadowed(v)) {
     uint32_t ids[8];
     int n = 0;
@@ -634,7 +667,7 @@ int ferry_shadow_prefetch(struct ferry_vgpu *v, uint32_t stream) {
 
 int ferry_shadow_after(struct ferry_vgpu *v, unsigned call, const void *args, int rc) {
   int touched = touching || __atomic_load_n(&S.managed[v->index], __ATOMIC_ACQUIRE);
-  touching = 0;
+  touching = aliased_hit = 0;
   if (rc || !shadowed(v)) return rc;
   int64_t work = touched ? device_work(call, args) : -1, waited = waits_for(call, args);
   if (work < 0 && waited < 0) return rc;
@@ -663,7 +696,10 @@ void ferry_shadow_forget(const void *p) {
     if (!s->fresh) unref_chunks(v, s); /* unmapped at v's next exchange */
     __atomic_sub_fetch(&S.live[s->owner], 1, __ATOMIC_RELEASE);
     if (s->managed) __atomic_sub_fetch(&S.managed[s->owner], 1, __ATOMIC_RELEASE);
-    if (s->loose) __atomic_sub_fetch(&S.loose[s->owner], 1, __ATOMIC_RELEASE);
+    if (s->loose) {
+      __atomic_sub_fetch(&S.loose[s->owner], 1, __ATOMIC_RELEASE);
+      ferry_alias_give(s->dev, s->size);
+    }
     free(s->twin);
     free(s->hash);
     *s = S.tab[--S.n];
@@ -687,6 +723,18 @@ void ferry_shadow_switched(struct ferry_vgpu *v) {
   for (size_t i = 0; i < S.n; i++)
     if (S.tab[i].owner == v->index) S.tab[i].fresh = 1;
   pthread_mutex_unlock(&S.lock);
+}
+
+int ferry_shadow_aliased(const struct ferry_vgpu *v) {
+  return __atomic_load_n(&S.loose[v->index], __ATOMIC_ACQUIRE) && !ferry_is_local(v);
+}
+
+uint64_t ferry_shadow_dev(int vgpu, uint64_t addr) {
+  pthread_mutex_lock(&S.lock);
+  const struct shadow *s = find(addr);
+  uint64_t dev = s && s->loose && s->owner == vgpu ? s->dev + (addr - s->addr) : addr;
+  pthread_mutex_unlock(&S.lock);
+  return dev;
 }
 
 void ferry_shadow_stats(int vgpu, uint64_t *shadows, uint64_t *pushed, uint64_t *pulled,

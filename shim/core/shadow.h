@@ -39,6 +39,22 @@ int ferry_shadow_wait_bounded(struct ferry_vgpu *v, int event, const uint32_t *i
    after the switch the target has no shadows yet */
 int ferry_shadow_settle(struct ferry_vgpu *v);
 void ferry_shadow_switched(struct ferry_vgpu *v);
+/* ---- aliases (shadow_alias.c): registered memory's shadows are made at
+   addresses of the alias window, which calls to a server or a helper carry
+   in place of the program's ---- */
+/* an alias for the `span` bytes at page-aligned `addr`: 0 when the window
+   is full */
+uint64_t ferry_alias_take(uint64_t addr, uint64_t span);
+void ferry_alias_give(uint64_t alias, uint64_t span);
+/* some shadow of v's is aliased where v runs (cheap: the fast path) */
+int ferry_shadow_aliased(const struct ferry_vgpu *v);
+/* where addr is on v's server: its alias inside an aliased shadow, else addr */
+uint64_t ferry_shadow_dev(int vgpu, uint64_t addr);
+/* the call's arguments as v's server must see them: `args`, or a copy in
+   `scratch` (FERRY_ALIAS_SCRATCH bytes) with the addresses translated */
+#define FERRY_ALIAS_SCRATCH 256
+const void *ferry_shadow_translate(struct ferry_vgpu *v, unsigned call, const void *args,
+                                   void *scratch);
 /* FERRY_STATS: live shadows, the bytes exchanged, the checks after waits */
 void ferry_shadow_stats(int vgpu, uint64_t *shadows, uint64_t *pushed, uint64_t *pulled,
                         uint64_t *pulls);

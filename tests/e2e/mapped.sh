@@ -19,8 +19,6 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-mapped.XXXXXX")
 e2e_name="e2e mapped"
 . "$(dirname "$0")/lib.sh"
 local_sim
-# mapped.cu's registered buffer where an AddressSanitizer server has room
-export MAPPED_REGISTER_AT=4c0000000000
 
 stat_of() { sed -n "s/.*stats: device=0 mapped_host_blocks=.* $2=\([0-9]*\).*/\1/p" "$work/$1.err" | head -n 1; }
 
