@@ -5,10 +5,26 @@
 #include "protocol/stripe.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/crew.h"
+#include "common/setting.h"
+
+static uint64_t stripe_min = FERRY_STRIPE_MIN_BULK;
+static pthread_once_t stripe_min_once = PTHREAD_ONCE_INIT;
+static void read_stripe_min(void) {
+  uint64_t n;
+  if (ferry_env_uint("FERRY_STRIPE_MIN", FERRY_STRIPE_PIECE, 1ull << 30, &n,
+                     "bytes from 262144 to 1073741824", "the default"))
+    stripe_min = n;
+}
+
+uint64_t ferry_stripe_min(void) {
+  pthread_once(&stripe_min_once, read_stripe_min);
+  return stripe_min;
+}
 
 int ferry_stripe_next(uint64_t total, unsigned n, unsigned j, uint64_t pos, uint64_t end,
                       uint64_t *at, uint64_t *len) {

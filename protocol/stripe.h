@@ -21,6 +21,9 @@
 /* copies from this size on are striped; below it the few milliseconds a
    copy takes on one stream leave nothing to win against the wake-ups */
 #define FERRY_STRIPE_MIN_BULK (4u << 20)
+/* that size, or FERRY_STRIPE_MIN (bytes) where set: both ends read it,
+   the client for what it sends, the server for what it sends back */
+uint64_t ferry_stripe_min(void);
 /* small enough that the server's staging chunks (1-4 MiB) span several
    connections, large enough that a piece's header and system calls cost
    nothing next to its bytes */

@@ -110,12 +110,12 @@ void ferry_link_stripes_open(struct ferry_link *l) {
     l->stripes->fault_lane = (int)n - 1;
     l->stripes->fault_at = nth;
   }
-  ferry_debug("device %d: copies of %u MiB and more striped over %u data connections", l->vgpu,
-              FERRY_STRIPE_MIN_BULK >> 20, n);
+  ferry_debug("device %d: copies of %llu KiB and more striped over %u data connections", l->vgpu,
+              (unsigned long long)(ferry_stripe_min() >> 10), n);
 }
 
 int ferry_link_striped(const struct ferry_link *l, uint64_t n) {
-  return l->stripes && n >= FERRY_STRIPE_MIN_BULK;
+  return l->stripes && n >= ferry_stripe_min();
 }
 
 /* dst NULL: the bytes are read and dropped (a copy nobody waits for) */
