@@ -46,6 +46,13 @@
   X(MemUnmap, "cuMemUnmap", (CUdeviceptr ptr, size_t size))                                   \
   X(MemSetAccess, "cuMemSetAccess",                                                           \
     (CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count))                \
+  X(MemExportToShareableHandle, "cuMemExportToShareableHandle",                             \
+    (void *shareable, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType type,     \
+     unsigned long long flags))                                                               \
+  X(MemImportFromShareableHandle, "cuMemImportFromShareableHandle",                           \
+    (CUmemGenericAllocationHandle * handle, void *os_handle, CUmemAllocationHandleType type))  \
+  X(IpcGetEventHandle, "cuIpcGetEventHandle", (CUipcEventHandle * handle, CUevent event))     \
+  X(IpcOpenEventHandle, "cuIpcOpenEventHandle", (CUevent * event, CUipcEventHandle handle))   \
   X(MemHostAlloc, "cuMemHostAlloc", (void **pp, size_t bytesize, unsigned int flags))         \
   X(MemFreeHost, "cuMemFreeHost", (void *p))                                                  \
   X(MemHostRegister, "cuMemHostRegister_v2", (void *p, size_t bytesize, unsigned int flags))   \

@@ -92,6 +92,28 @@ void ferry_exec_allow_host(struct ferry_exec *ex, uint64_t base, uint64_t size);
    the first time in a session it is logged. */
 void ferry_exec_set_limits(struct ferry_exec *ex, uint64_t max_deferred, uint64_t max_mem);
 
+/* CUDA IPC's broker (in ferry-server's parent, server/broker.c): it keeps
+   what a session exports under a random key and hands it to another
+   session of the same server that presents the key. Each returns 0, a
+   FERRY_IPC_* refusal (protocol/ipc.h), or -1 when the broker did not
+   answer. Without one (ferry-mhelper, a GPU in the program's process) the
+   ipc_* calls are refused with FERRY_IPC_NO_BROKER. */
+struct ferry_ipc_broker {
+  uint64_t instance; /* the server's random id, which handles carry */
+  /* keeps meta and copies of the fds under a new key (16 bytes, to key) */
+  int (*put)(void *ctx, const void *meta, size_t meta_len, const int *fds, unsigned nfds,
+             uint8_t *key);
+  /* what key names: meta (*meta_len: room in, length out) and fds (*nfds:
+     room in, count out; the caller closes them); FERRY_IPC_OWN when the
+     asker put it */
+  int (*get)(void *ctx, const uint8_t *key, void *meta, size_t *meta_len, int *fds,
+             unsigned *nfds);
+  void (*drop)(void *ctx, const uint8_t *key);
+  void *ctx;
+};
+/* set once, before the first call (b must outlive the executor) */
+void ferry_exec_set_broker(struct ferry_exec *ex, const struct ferry_ipc_broker *b);
+
 /* device memory mapped with mem_map now, in bytes (ferry-server --metrics) */
 uint64_t ferry_exec_mapped(const struct ferry_exec *ex);
 

@@ -137,6 +137,16 @@ struct ferry_exec {
   CUgraphExec *gexecs; /* by client exec id; NULL = unused (exec_graph.c) */
   uint32_t ngexecs;
 
+  /* CUDA IPC (exec_ipc.c): the broker (NULL: none), whether mappings are
+     made exportable as file descriptors, this session's exports (memory
+     ranges and events, each under its broker key) and imported memory */
+  const struct ferry_ipc_broker *broker;
+  int ipc_fd;
+  struct exec_ipc_export *exports;
+  size_t nexports, cexports;
+  struct exec_ipc_import *imports;
+  size_t nimports, cimports;
+
   void *ret_buf[2]; /* blobs of the last reply, freed on the next call */
   void *param_buf;
   void **param_ptrs;
@@ -222,6 +232,17 @@ void exec_free_graphs(struct ferry_exec *ex, int driver_ok);
 
 /* destroys texture/surface objects and arrays (exec_array.c) */
 void exec_free_arrays(struct ferry_exec *ex, int driver_ok);
+
+/* CUDA IPC (exec_ipc.c): [addr, addr + size) was unmapped, so exports of
+   it end; an event id was destroyed, so its export ends; everything IPC
+   held goes (before the mappings and the arena) */
+void exec_ipc_unmapped(struct ferry_exec *ex, uint64_t addr, uint64_t size);
+void exec_ipc_event_gone(struct ferry_exec *ex, uint32_t event);
+void exec_ipc_free(struct ferry_exec *ex, int driver_ok);
+/* the first mapping that ends after addr (exec_mem.c), nmaps when none */
+size_t exec_map_after(const struct ferry_exec *ex, uint64_t addr);
+/* whether [addr, addr + size) overlaps a mapping (exec_mem.c) */
+int exec_map_overlaps(const struct ferry_exec *ex, uint64_t addr, uint64_t size);
 
 /* unloads mem_hash's kernel and frees its buffer (exec_hash.c) */
 /* whether [addr, addr + size) lies in this session's mappings, which may

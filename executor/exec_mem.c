@@ -74,7 +74,10 @@ int exec_map_at(struct ferry_exec *ex, uint64_t addr, uint64_t size) {
     ex->maps = p;
     ex->cmaps = cap;
   }
+  /* exportable for CUDA IPC where a broker could take it */
   CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                              .requestedHandleTypes = ex->ipc_fd ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+                                                                 : CU_MEM_HANDLE_TYPE_NONE,
                               .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = ex->dev}};
   CUmemAccessDesc access = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
   CUmemGenericAllocationHandle h;
@@ -97,6 +100,18 @@ int exec_map_at(struct ferry_exec *ex, uint64_t addr, uint64_t size) {
   return EXEC_OK;
 }
 
+size_t exec_map_after(const struct ferry_exec *ex, uint64_t addr) {
+  size_t i = map_lower(ex, addr);
+  if (i > 0 && ex->maps[i - 1].addr + ex->maps[i - 1].size > addr)
+    i--;
+  return i;
+}
+
+int exec_map_overlaps(const struct ferry_exec *ex, uint64_t addr, uint64_t size) {
+  size_t i = exec_map_after(ex, addr);
+  return i < ex->nmaps && ex->maps[i].addr < addr + size;
+}
+
 int exec_mapped_at(const struct ferry_exec *ex, uint64_t addr, uint64_t size) {
   size_t at = map_lower(ex, addr);
   return at < ex->nmaps && ex->maps[at].addr == addr && ex->maps[at].size == size;
@@ -109,6 +124,7 @@ int exec_unmap_at(struct ferry_exec *ex, uint64_t addr, uint64_t size) {
   CUresult res = ex->d->MemUnmap(addr, size);
   if (res != CUDA_SUCCESS)
     return CU(res);
+  exec_ipc_unmapped(ex, addr, size);
   res = ex->d->MemRelease(ex->maps[at].handle);
   memmove(&ex->maps[at], &ex->maps[at + 1], (ex->nmaps - at - 1) * sizeof *ex->maps);
   ex->nmaps--;
@@ -136,6 +152,7 @@ int ferry_x_mem_unmap(struct ferry_exec *ex, const struct ferry_mem_unmap_args *
 }
 
 void exec_free_memory(struct ferry_exec *ex, int driver_ok) {
+  exec_ipc_free(ex, driver_ok);
   for (size_t i = 0; i < ex->nmaps && driver_ok; i++) {
     ex->d->MemUnmap(ex->maps[i].addr, ex->maps[i].size);
     ex->d->MemRelease(ex->maps[i].handle);

@@ -127,6 +127,7 @@ int ferry_x_event_destroy(struct ferry_exec *ex, const struct ferry_event_destro
   int rc = exec_event(ex, a->event, &e);
   if (rc)
     return rc;
+  exec_ipc_event_gone(ex, a->event);
   CUresult res = ex->d->EventDestroy(e);
   ex->events[a->event] = NULL;
   return CU(res);

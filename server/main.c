@@ -26,11 +26,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "broker.h"
+#include "broker_client.h"
 #include "common/log.h"
 #include "metrics.h"
 #include "transport/backends.h" /* ferry_tcp_fd: the socket to read a hello from */
@@ -359,9 +362,15 @@ struct child {
   char peer[160];
   char ip[160];
   struct session_stats *stats; /* its --metrics slot, or NULL */
+  int broker_fd;               /* CUDA IPC: its channel to the broker, or -1 */
 };
 static struct child *children;
 static size_t nchildren, children_cap;
+
+/* CUDA IPC (broker.h): what sessions exported, and this server's random
+   id, which every handle carries so that another server refuses it */
+static struct broker_table brokers;
+static uint64_t instance;
 
 /* a tcp connection whose hello the parent is reading */
 struct pending {
@@ -418,6 +427,8 @@ static void reap(const struct server_opts *o, pid_t want, int *want_done, int *w
         ferry_log("session from %s (pid %d) finished: %s", children[i].peer, (int)pid, why);
       }
       metrics_release(children[i].stats);
+      broker_table_drop_owner(&brokers, pid); /* its exports end with it */
+      if (children[i].broker_fd >= 0) close(children[i].broker_fd);
       children[i] = children[--nchildren];
       break;
     }
@@ -503,6 +514,44 @@ static void stop_sessions(const struct server_opts *o) {
   }
 }
 
+/* a message on a session's broker channel (broker.h) */
+static void serve_broker(int fd) {
+  for (size_t i = 0; i < nchildren; i++) {
+    if (children[i].broker_fd != fd) continue;
+    char why[200];
+    int r = broker_serve(&brokers, fd, children[i].pid, why, sizeof why);
+    if (r < 0)
+      ferry_log("CUDA IPC: session from %s (pid %d) sent a malformed broker message: %s",
+                children[i].peer, (int)children[i].pid, why);
+    if (r > 0) { /* it hung up: it is ending; reap drops its exports */
+      close(fd);
+      children[i].broker_fd = -1;
+    }
+    return;
+  }
+}
+
+/* room for the broker's descriptors: the soft limit up to the hard one,
+   and a share of it (the rest is sessions, listeners and handshakes) */
+static void broker_limits(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    if (rl.rlim_cur < rl.rlim_max && rl.rlim_max != RLIM_INFINITY) {
+      rl.rlim_cur = rl.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &rl);
+      getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    rlim_t cur = rl.rlim_cur == RLIM_INFINITY ? 65536 : rl.rlim_cur;
+    brokers.max_fds = (unsigned)(cur > 1024 ? (cur - 512 > 65536 ? 65536 : cur - 512) : cur / 2);
+  }
+  if (broker_random(&instance, sizeof instance)) {
+    /* not secret, only distinct: the time and pid still tell servers apart */
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    instance = (uint64_t)t.tv_sec * 1000000007u ^ (uint64_t)t.tv_nsec ^ (uint64_t)getpid() << 32;
+  }
+}
+
 /* state the accept loop shares with the fork */
 static struct ferry_listener *ls[MAX_LISTENERS];
 static int nlisten;
@@ -549,10 +598,14 @@ static pid_t fork_session(struct ferry_conn *c, const char *ip, const struct ser
   fflush(NULL);
   pid_t parent = getpid();
   struct session_stats *stats = metrics_take(c->peer);
+  int bsv[2] = {-1, -1};
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, bsv))
+    ferry_log("socketpair for %s: %s; its session serves no CUDA IPC", c->peer, strerror(errno));
   pid_t pid = fork();
   if (pid < 0) {
     ferry_log("fork for %s: %s", c->peer, strerror(errno));
     metrics_release(stats);
+    if (bsv[0] >= 0) close(bsv[0]), close(bsv[1]);
     return -1;
   }
   if (pid == 0) {
@@ -566,17 +619,28 @@ static pid_t fork_session(struct ferry_conn *c, const char *ip, const struct ser
     for (int j = 0; j < npend; j++)
       if (j != self) pend[j].c->ops->detach(pend[j].c);
     for (int j = 0; j < nlinger; j++) lingers[j].c->ops->detach(lingers[j].c);
+    /* other sessions' broker channels: speaking on one would be speaking as it */
+    for (size_t j = 0; j < nchildren; j++)
+      if (children[j].broker_fd >= 0) close(children[j].broker_fd);
     static char prefix[48];
     snprintf(prefix, sizeof prefix, "ferry-server[%d]", (int)getpid());
     ferry_log_set_prefix(prefix);
     struct server_opts mine = *o;
     mine.stats = stats;
+    static struct server_broker broker;
+    if (bsv[0] >= 0) {
+      close(bsv[0]);
+      server_broker_init(&broker, bsv[1], instance);
+      mine.broker = &broker.ops;
+    }
     _exit(session_run_hello(c, &mine, hello));
   }
   metrics_started(stats, pid);
   struct child *ch = &children[nchildren++];
   ch->pid = pid;
   ch->stats = stats;
+  ch->broker_fd = bsv[0];
+  if (bsv[1] >= 0) close(bsv[1]);
   snprintf(ch->peer, sizeof ch->peer, "%s", c->peer);
   snprintf(ch->ip, sizeof ch->ip, "%s", ip);
   c->ops->detach(c);
@@ -749,6 +813,7 @@ int main(int argc, char **argv) {
   if (metrics_addr && metrics_open(metrics_addr, lim.max_sessions, refusal_label, R_COUNT))
     return 1;
 
+  broker_limits();
   if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK)) {
     ferry_log("pipe: %s", strerror(errno));
     return 1;
@@ -756,7 +821,7 @@ int main(int argc, char **argv) {
   install_signals();
   pend = calloc((size_t)lim.max_pending, sizeof *pend);
   struct pollfd *pfd = calloc(1 + MAX_LISTENERS + (size_t)lim.max_pending + LINGER_MAX +
-                                  METRICS_POLLFDS, sizeof *pfd);
+                                  METRICS_POLLFDS + (size_t)lim.max_sessions, sizeof *pfd);
   if (!pend || !pfd) {
     ferry_log("out of memory");
     return 1;
@@ -791,6 +856,11 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nlinger; i++) pfd[n++] = (struct pollfd){.fd = lingers[i].fd, .events = POLLIN};
     int mbase = n, nm = metrics_pollfds(pfd + n, now, &wait);
     n += nm;
+    int bbase = n; /* sessions' broker channels */
+    for (size_t i = 0; i < nchildren && i < (size_t)lim.max_sessions; i++)
+      if (children[i].broker_fd >= 0)
+        pfd[n++] = (struct pollfd){.fd = children[i].broker_fd, .events = POLLIN};
+    int bend = n;
     if (poll(pfd, (nfds_t)n, wait) < 0) {
       if (errno != EINTR) {
         ferry_log("poll: %s", strerror(errno));
@@ -805,6 +875,9 @@ int main(int argc, char **argv) {
         for (ssize_t i = 0; i < r; i++)
           if (sigs[i] == SIGTERM || sigs[i] == SIGINT) stopping = 1;
     }
+    /* before reap, which may close a channel: found by its fd */
+    for (int i = bbase; i < bend; i++)
+      if (pfd[i].revents) serve_broker(pfd[i].fd);
     reap(&o, once_pid, &once_done, &once_st);
     if (stopping) continue;
     now = now_ms();

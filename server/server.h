@@ -45,6 +45,9 @@ struct server_opts {
      within this many ms; 0: no limit */
   int handshake_ms;
   struct session_stats *stats; /* --metrics: this session's slot; NULL for none */
+  /* CUDA IPC: the broker in ferry-server's parent (broker.h); NULL: none
+     (ferry-mhelper), and the ipc_* calls are refused */
+  const struct ferry_ipc_broker *broker;
 };
 
 /* a hello the server's parent read and checked before it forked */

@@ -240,7 +240,7 @@ static void send_goodbye(struct session *s, const char *reason) {
 /* bulk bytes the server sends go striped when there are data connections
    and the copy is large */
 static int stripe_this(const struct session *s, uint64_t n) {
-  return s->stripe.set && n >= FERRY_STRIPE_MIN_BULK;
+  return s->stripe.set && n >= ferry_stripe_min();
 }
 
 static void stripe_failed(struct session *s, const char *what) {
@@ -641,6 +641,7 @@ static int open_session(struct session *s, const struct session_hello *pre) {
       if (!s->ex) status = cudaErrorNoDevice;
       else if (s->opts->host_size) ferry_exec_allow_host(s->ex, s->opts->host_base, s->opts->host_size);
       if (s->ex) ferry_exec_set_limits(s->ex, s->opts->max_deferred, s->opts->max_session_mem);
+      if (s->ex && s->opts->broker) ferry_exec_set_broker(s->ex, s->opts->broker);
     }
   }
 

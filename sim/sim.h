@@ -86,6 +86,10 @@ struct sim_memhandle {
   size_t size;
   unsigned maps; /* live mappings: the pages stay until released and unmapped */
   int released;
+  /* exported or imported (CUDA IPC): its pages are this memfd's, which
+     another process maps too, instead of the pool's; else -1 */
+  int fd;
+  int imported; /* another process's memory: not counted against a device */
 };
 
 /* a CUDA array: host memory of width x rows x slices elements, rows and
@@ -118,6 +122,7 @@ struct sim_range {
   int prot; /* PROT_* granted to any device: what the host pages allow */
   unsigned char dprot[SIM_MAX_GPUS]; /* SIM_RANGE_MAP: per device (cuMemSetAccess) */
   struct sim_memhandle *handle; /* SIM_RANGE_MAP */
+  uint64_t hoff;                /* SIM_RANGE_MAP: where in the handle's pages it starts */
 };
 
 /* address ranges are process-wide, but a reset of the device whose context

@@ -8,6 +8,8 @@
 #include "sim/sim.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 CUresult sim_StreamCreateWithPriority(CUstream *stream, unsigned int flags, int priority) {
   CUresult r = sim_enter();
@@ -132,4 +134,44 @@ CUresult sim_EventElapsedTime(float *ms, CUevent start, CUevent end) {
     return sim_leave(CUDA_ERROR_INVALID_HANDLE);
   *ms = (float)((double)((int64_t)(b->ns - a->ns)) / 1e6);
   return sim_leave(CUDA_SUCCESS);
+}
+
+/* Interprocess events. The simulation runs work when it is enqueued, so an
+   event in another process is complete whenever it is looked at: the
+   opened event is a fresh one of this process. The handle names the
+   exporter (its pid and event), so that a handle that is not one is
+   refused, and one opened in its own process is refused as CUDA does. */
+#define SIM_IPC_EVENT_MAGIC "ferry-sim-event"
+
+struct sim_ipc_event {
+  char magic[16];
+  int64_t pid;
+  uint64_t event;
+};
+_Static_assert(sizeof(struct sim_ipc_event) <= sizeof(CUipcEventHandle), "fits a CUipcEventHandle");
+
+CUresult sim_IpcGetEventHandle(CUipcEventHandle *handle, CUevent event) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  struct sim_event *e = sim_lookup_any(event, SIM_EVENT);
+  if (!e)
+    return sim_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!handle || !(e->flags & CU_EVENT_INTERPROCESS))
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  struct sim_ipc_event x = {.magic = SIM_IPC_EVENT_MAGIC, .pid = getpid(),
+                            .event = (uint64_t)(uintptr_t)e};
+  memset(handle, 0, sizeof *handle);
+  memcpy(handle->reserved, &x, sizeof x);
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_IpcOpenEventHandle(CUevent *event, CUipcEventHandle handle) {
+  struct sim_ipc_event x;
+  memcpy(&x, handle.reserved, sizeof x);
+  if (!event || memcmp(x.magic, SIM_IPC_EVENT_MAGIC, sizeof x.magic))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (x.pid == getpid())
+    return CUDA_ERROR_INVALID_CONTEXT;
+  return sim_EventCreate(event, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING);
 }

@@ -8,14 +8,23 @@
  * Each handle's memory counts against its own device; reservations and
  * mappings are process-wide (unified addressing), and a kernel reaches a
  * mapping only with the access cuMemSetAccess gave its device.
+ *
+ * Sharing with another process (cuMemExportToShareableHandle, POSIX file
+ * descriptors, for CUDA IPC through ferry-server): at its first export a
+ * handle's pages move out of the pool into a memfd of their own, its live
+ * mappings remapped onto it, and the export is that memfd; an import maps
+ * the memfd it is given. Only exported and imported handles hold a
+ * descriptor, so their number bounds this process's.
  */
 #include "sim/sim.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <search.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/setting.h"
@@ -179,8 +188,12 @@ static void pool_free_range(uint64_t base, uint64_t size) {
 
 static void handle_put(struct sim_memhandle *h) {
   if (h->released && h->maps == 0) {
-    sim.devs[h->obj.dev].physical -= h->size;
-    pool_free_range(h->base, h->size);
+    if (!h->imported)
+      sim.devs[h->obj.dev].physical -= h->size;
+    if (h->fd >= 0)
+      close(h->fd);
+    else
+      pool_free_range(h->base, h->size);
     free(h);
   }
 }
@@ -317,6 +330,7 @@ CUresult sim_MemCreate(CUmemGenericAllocationHandle *handle, size_t size,
   h->obj.kind = SIM_MEMHANDLE;
   h->obj.dev = dv->dev;
   h->size = size;
+  h->fd = -1;
   if (pool_alloc(size, &h->base)) {
     free(h);
     return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
@@ -359,15 +373,106 @@ CUresult sim_MemMap(CUdeviceptr ptr, size_t size, size_t offset,
   long i = range_floor(ptr + size - 1);
   if (i >= 0 && sim.ranges[i].end > ptr)
     return sim_leave(CUDA_ERROR_INVALID_VALUE); /* already mapped */
-  void *p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, sim.pool_fd,
-                 (off_t)(h->base + offset));
+  void *p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED,
+                 h->fd >= 0 ? h->fd : sim.pool_fd, (off_t)(h->fd >= 0 ? offset : h->base + offset));
   if (p == MAP_FAILED)
     return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
   if (sim_range_add(ptr, ptr + size, SIM_RANGE_MAP, PROT_NONE, h)) {
     mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
     return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
   }
+  sim.ranges[range_floor(ptr)].hoff = offset;
   h->maps++;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+/* h's pages move from the pool into a memfd of their own, and every live
+   mapping of h onto it (under the lock): 0 or -1 */
+static int own_memfd(struct sim_memhandle *h) {
+  int fd = memfd_create("ferry-sim-ipc", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, (off_t)h->size) != 0) {
+    if (fd >= 0)
+      close(fd);
+    return -1;
+  }
+  static char buf[1 << 20];
+  for (uint64_t off = 0; off < h->size;) {
+    size_t n = h->size - off < sizeof buf ? (size_t)(h->size - off) : sizeof buf;
+    ssize_t r = pread(sim.pool_fd, buf, n, (off_t)(h->base + off));
+    if (r <= 0 || pwrite(fd, buf, (size_t)r, (off_t)off) != r) {
+      close(fd);
+      return -1;
+    }
+    off += (uint64_t)r;
+  }
+  /* the same bytes under the same protection: nothing else can tell; a
+     failure puts the pool's pages back (they are untouched until the end) */
+  for (size_t k = 0; k < sim.nranges; k++) {
+    const struct sim_range *rg = &sim.ranges[k];
+    if (rg->kind != SIM_RANGE_MAP || rg->handle != h)
+      continue;
+    if (mmap((void *)(uintptr_t)rg->start, rg->end - rg->start, rg->prot, MAP_SHARED | MAP_FIXED,
+             fd, (off_t)rg->hoff) != MAP_FAILED)
+      continue;
+    for (size_t j = 0; j < k; j++) {
+      const struct sim_range *b = &sim.ranges[j];
+      if (b->kind == SIM_RANGE_MAP && b->handle == h)
+        mmap((void *)(uintptr_t)b->start, b->end - b->start, b->prot, MAP_SHARED | MAP_FIXED,
+             sim.pool_fd, (off_t)(h->base + b->hoff));
+    }
+    close(fd);
+    return -1;
+  }
+  pool_free_range(h->base, h->size);
+  h->fd = fd;
+  return 0;
+}
+
+CUresult sim_MemExportToShareableHandle(void *shareable, CUmemGenericAllocationHandle handle,
+                                        CUmemAllocationHandleType type,
+                                        unsigned long long flags) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  struct sim_memhandle *h = sim_lookup_any((void *)(uintptr_t)handle, SIM_MEMHANDLE);
+  if (!h)
+    return sim_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!shareable || flags || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  if (h->fd < 0 && own_memfd(h))
+    return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  int fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0)
+    return sim_leave(errno == EMFILE ? CUDA_ERROR_TOO_MANY_PEERS : CUDA_ERROR_OUT_OF_MEMORY);
+  *(int *)shareable = fd;
+  return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult sim_MemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *os_handle,
+                                          CUmemAllocationHandleType type) {
+  CUresult r = sim_enter();
+  if (r)
+    return r;
+  int given = (int)(intptr_t)os_handle;
+  struct stat st;
+  if (!handle || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || given < 0 ||
+      fstat(given, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+      st.st_size % SIM_GRANULARITY)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  struct sim_memhandle *h = calloc(1, sizeof *h);
+  if (!h)
+    return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  h->obj.kind = SIM_MEMHANDLE;
+  h->obj.dev = sim_cur()->dev;
+  h->size = (size_t)st.st_size;
+  h->imported = 1;
+  if ((h->fd = fcntl(given, F_DUPFD_CLOEXEC, 0)) < 0 || sim_register(h)) {
+    if (h->fd >= 0)
+      close(h->fd);
+    free(h);
+    return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  *handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
   return sim_leave(CUDA_SUCCESS);
 }
 

@@ -119,6 +119,8 @@ struct ferry_vgpu {
   struct ferry_local *lx;    /* the local executor, while local */
   struct ferry_recorder log; /* RECORD calls, in every mode */
   int log_broken;            /* a record was lost (out of memory): no migration */
+  int ipc_open;              /* atomic: CUDA IPC exports and imports open (runtime/ipc.c,
+                                stream.c); while any is, the vGPU does not move */
   int carry_error;           /* an async error met while draining, for the next sync call */
   int placeholder;           /* the arena's PROT_NONE placeholder is in place */
   uint64_t launches;         /* for FERRY_MIGRATE_AT */

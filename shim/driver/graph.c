@@ -1,6 +1,6 @@
 /*
  * Driver API: stream capture and CUDA graphs (issue 21), over the runtime
- * front end's (capture.c, graph.c, graph_exec.c). CUgraph, CUgraphNode and
+ * front end's (capture.c, graph.c, graph_exec.c, graph_host.c). CUgraph, CUgraphNode and
  * CUgraphExec are the runtime's objects; a kernel node is built by running
  * cuLaunchKernel with the runtime's sink set, so it resolves and packs the
  * function as a launch does. NVIDIA's runtime, loaded beside ferry's
@@ -256,24 +256,38 @@ CUresult cuGraphMemsetNodeSetParams(CUgraphNode node, const CUDA_MEMSET_NODE_PAR
   return FERRY_CU_RT(cudaGraphMemsetNodeSetParams(N(node), &rp));
 }
 
-/* device to device between pointers only; anything else is refused */
+/* a copy node's side: its address, and whether it is host memory (host
+   memory or a unified address that names no device memory); arrays are
+   refused */
+static int copy_side(CUmemorytype type, const void *host, CUdeviceptr dev, void **p, int *on_host) {
+  switch (type) {
+  case CU_MEMORYTYPE_HOST: *p = (void *)host, *on_host = 1; return 0;
+  case CU_MEMORYTYPE_DEVICE: *p = (void *)(uintptr_t)dev, *on_host = 0; return 0;
+  case CU_MEMORYTYPE_UNIFIED: *p = (void *)(uintptr_t)dev, *on_host = !ferry_vgpu_of(*p); return 0;
+  case CU_MEMORYTYPE_ARRAY:
+    ferry_cu_unsupported("cuGraphAddMemcpyNode with a CUDA array");
+    return cudaErrorNotSupported;
+  default: return cudaErrorInvalidValue;
+  }
+}
+
+/* between pointers: of one device (sent with the graph), or with host
+   memory on a side (the client plays it, shim/runtime/graph_unroll.c) */
 static int copy_params(const CUDA_MEMCPY3D *c, struct cudaMemcpy3DParms *p) {
   if (!c) return cudaErrorInvalidValue;
-  int dev = (c->srcMemoryType == CU_MEMORYTYPE_DEVICE || c->srcMemoryType == CU_MEMORYTYPE_UNIFIED) &&
-            (c->dstMemoryType == CU_MEMORYTYPE_DEVICE || c->dstMemoryType == CU_MEMORYTYPE_UNIFIED);
-  if (!dev) {
-    ferry_cu_unsupported("cuGraphAddMemcpyNode other than device to device");
-    return cudaErrorNotSupported;
-  }
+  void *src, *dst;
+  int shost, dhost;
+  int rc = copy_side(c->srcMemoryType, c->srcHost, c->srcDevice, &src, &shost);
+  if (!rc) rc = copy_side(c->dstMemoryType, c->dstHost, c->dstDevice, &dst, &dhost);
+  if (rc) return rc;
   memset(p, 0, sizeof *p);
-  p->srcPtr = (struct cudaPitchedPtr){(void *)(uintptr_t)c->srcDevice, c->srcPitch, c->WidthInBytes,
-                                      c->srcHeight};
-  p->dstPtr = (struct cudaPitchedPtr){(void *)(uintptr_t)c->dstDevice, c->dstPitch, c->WidthInBytes,
-                                      c->dstHeight};
+  p->srcPtr = (struct cudaPitchedPtr){src, c->srcPitch, c->WidthInBytes, c->srcHeight};
+  p->dstPtr = (struct cudaPitchedPtr){dst, c->dstPitch, c->WidthInBytes, c->dstHeight};
   p->srcPos = (struct cudaPos){c->srcXInBytes, c->srcY, c->srcZ};
   p->dstPos = (struct cudaPos){c->dstXInBytes, c->dstY, c->dstZ};
   p->extent = (struct cudaExtent){c->WidthInBytes, c->Height ? c->Height : 1, c->Depth ? c->Depth : 1};
-  p->kind = cudaMemcpyDeviceToDevice;
+  p->kind = shost ? (dhost ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice)
+                  : (dhost ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice);
   return 0;
 }
 CUresult cuGraphAddMemcpyNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
@@ -292,12 +306,16 @@ CUresult cuGraphMemcpyNodeGetParams(CUgraphNode node, CUDA_MEMCPY3D *c) {
   if (!c) return CUDA_ERROR_INVALID_VALUE;
   CUresult rc = FERRY_CU_RT(cudaGraphMemcpyNodeGetParams(N(node), &p));
   if (rc) return rc;
+  unsigned host = ferry_gnode_of(node)->op.u.memcpy.host;
   memset(c, 0, sizeof *c);
-  c->srcMemoryType = c->dstMemoryType = CU_MEMORYTYPE_DEVICE;
-  c->srcDevice = (CUdeviceptr)(uintptr_t)p.srcPtr.ptr;
+  c->srcMemoryType = host & FERRY_COPY_HOST_SRC ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+  c->dstMemoryType = host & FERRY_COPY_HOST_DST ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+  if (host & FERRY_COPY_HOST_SRC) c->srcHost = p.srcPtr.ptr;
+  else c->srcDevice = (CUdeviceptr)(uintptr_t)p.srcPtr.ptr;
   c->srcPitch = p.srcPtr.pitch;
   c->srcHeight = p.srcPtr.ysize;
-  c->dstDevice = (CUdeviceptr)(uintptr_t)p.dstPtr.ptr;
+  if (host & FERRY_COPY_HOST_DST) c->dstHost = p.dstPtr.ptr;
+  else c->dstDevice = (CUdeviceptr)(uintptr_t)p.dstPtr.ptr;
   c->dstPitch = p.dstPtr.pitch;
   c->dstHeight = p.dstPtr.ysize;
   c->WidthInBytes = p.extent.width;
@@ -309,6 +327,23 @@ CUresult cuGraphMemcpyNodeSetParams(CUgraphNode node, const CUDA_MEMCPY3D *c) {
   struct cudaMemcpy3DParms p;
   int err = copy_params(c, &p);
   return err ? ferry_cu_result(err) : FERRY_CU_RT(cudaGraphMemcpyNodeSetParams(N(node), &p));
+}
+
+/* host nodes: the runtime's (one layout) */
+_Static_assert(sizeof(CUDA_HOST_NODE_PARAMS) == sizeof(struct cudaHostNodeParams), "host node parameters");
+CUresult cuGraphAddHostNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
+                            const CUDA_HOST_NODE_PARAMS *p) {
+  return FERRY_CU_RT(cudaGraphAddHostNode((cudaGraphNode_t *)out, G(g), (const cudaGraphNode_t *)deps, n,
+                                          (const struct cudaHostNodeParams *)p));
+}
+CUresult cuGraphHostNodeGetParams(CUgraphNode node, CUDA_HOST_NODE_PARAMS *p) {
+  return FERRY_CU_RT(cudaGraphHostNodeGetParams(N(node), (struct cudaHostNodeParams *)p));
+}
+CUresult cuGraphHostNodeSetParams(CUgraphNode node, const CUDA_HOST_NODE_PARAMS *p) {
+  return FERRY_CU_RT(cudaGraphHostNodeSetParams(N(node), (const struct cudaHostNodeParams *)p));
+}
+CUresult cuGraphExecHostNodeSetParams(CUgraphExec x, CUgraphNode node, const CUDA_HOST_NODE_PARAMS *p) {
+  return FERRY_CU_RT(cudaGraphExecHostNodeSetParams(X(x), N(node), (const struct cudaHostNodeParams *)p));
 }
 
 CUresult cuGraphAddEmptyNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n) {
@@ -521,6 +556,8 @@ static int params_op(const CUgraphNodeParams *p, const char *call, struct ferry_
     op->type = cudaGraphNodeTypeEmpty;
     op->vgpu = -1;
     return 0;
+  case CU_GRAPH_NODE_TYPE_HOST:
+    return ferry_graph_host_op(p->host.fn, p->host.userData, op);
   case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
     return ferry_graph_event_op((cudaEvent_t)p->eventRecord.event, cudaGraphNodeTypeEventRecord, op);
   case CU_GRAPH_NODE_TYPE_WAIT_EVENT:

@@ -624,6 +624,12 @@ static const char *cannot_move(struct ferry_vgpu *v, const struct ferry_url *url
   if (!url && v->moved) return "device %d already runs on a local GPU (in a ferry-mhelper)";
   if (ferry_dead(v)) return "device %d lost its server; there is nothing left to migrate";
   if (v->log_broken) return "device %d lost a record (out of memory); it cannot migrate";
+  /* another program maps its memory, or it maps another's, through the server */
+  if (__atomic_load_n(&v->ipc_open, __ATOMIC_ACQUIRE))
+    return "device %d shares memory or events with another program through CUDA IPC "
+           "(cudaIpcGetMemHandle, cudaIpcOpenMemHandle, cudaIpcGetEventHandle, "
+           "cudaIpcOpenEventHandle), which holds it on its server; free, close or destroy "
+           "what it shares first";
   return NULL;
 }
 

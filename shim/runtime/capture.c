@@ -1,7 +1,7 @@
 /*
  * Stream capture, answered here without a round trip (PyTorch's allocator
  * asks cudaStreamIsCapturing on every allocation). While a stream
- * captures, its kernels, memsets, device-to-device copies and event
+ * captures, its kernels, memsets, copies, host functions and event
  * records/waits become nodes of the capture's graph instead of running;
  * dependencies follow CUDA's rules: each stream of a capture has a current
  * dependency set, a recorded event keeps a copy of it, a wait on such an
@@ -675,6 +675,27 @@ int ferry_capture_copy(struct ferry_vgpu *v, uint32_t stream, uint64_t dst, uint
                        uint64_t src, uint64_t spitch, uint64_t width, uint64_t height) {
   if (!capture_wanted(v, stream)) return 0;
   struct ferry_gop op = {.type = cudaGraphNodeTypeMemcpy, .vgpu = v->index};
-  op.u.memcpy = (struct ferry_gnode_memcpy){dst, dpitch, src, spitch, width, height};
+  op.u.memcpy.dst = dst, op.u.memcpy.dpitch = dpitch, op.u.memcpy.src = src;
+  op.u.memcpy.spitch = spitch, op.u.memcpy.width = width, op.u.memcpy.height = height;
+  op.u.memcpy.kind = cudaMemcpyDeviceToDevice;
   return ferry_capture_op(v, stream, &op);
+}
+
+/* Copies with host memory and host functions become nodes the client
+   plays when the graph is launched (graph_unroll.c): the bytes are read
+   and written, and the function called, in this process then. */
+int ferry_capture_host_copy(struct ferry_vgpu *v, uint32_t stream, void *dst, size_t dpitch,
+                            const void *src, size_t spitch, size_t width, size_t height,
+                            enum cudaMemcpyKind kind) {
+  if (!capture_wanted(v, stream)) return 0;
+  struct ferry_gop op;
+  int rc = ferry_graph_host_copy_op(dst, dpitch, src, spitch, width, height, kind, &op);
+  return rc ? rc : ferry_capture_op(v, stream, &op);
+}
+
+int ferry_capture_host(struct ferry_vgpu *v, uint32_t stream, cudaHostFn_t fn, void *user) {
+  if (!capture_wanted(v, stream)) return 0;
+  struct ferry_gop op;
+  int rc = ferry_graph_host_op(fn, user, &op);
+  return rc ? rc : ferry_capture_op(v, stream, &op);
 }

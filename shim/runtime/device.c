@@ -105,6 +105,7 @@ cudaError_t cudaDeviceReset(void) {
   ferry_modules_forget(v->index);
   if (ferry_hooks.device_reset) ferry_hooks.device_reset(v->index);
   ferry_streams_forget(v->index);
+  ferry_ipc_forget(v->index); /* after the events, which it counts too */
   ferry_arrays_forget(v->index);
   ferry_gexecs_forget(v->index);
   v->device_flags = 0;

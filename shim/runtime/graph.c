@@ -2,7 +2,8 @@
  * Graphs and nodes, objects of this process (issue 21). The explicit API
  * (cudaGraphAdd*) builds a node by running the operation's own entry point
  * with a sink set (capture.c), so a node is checked, resolved and packed
- * exactly as the launch, memset or copy it stands for; only instantiation
+ * exactly as the launch, memset or copy it stands for (a copy with host
+ * memory and a host node are made by graph_host.c); only instantiation
  * (graph_exec.c) sends a graph to the server.
  */
 #include <stdio.h>
@@ -333,16 +334,14 @@ cudaError_t cudaGraphMemsetNodeSetParams(cudaGraphNode_t node, const struct cuda
   return ferry_ret(rc);
 }
 
-/* a copy between two pointers of one vGPU; arrays, 3D and host memory are refused */
+/* a copy between two pointers: of one vGPU (sent with the graph), or with
+   host memory on a side (the client plays it, graph_host.c); arrays and
+   3D extents are refused */
 int ferry_graph_memcpy_op(const struct cudaMemcpy3DParms *p, struct ferry_gop *op) {
   if (!p) return cudaErrorInvalidValue;
   if (p->srcArray || p->dstArray || p->extent.depth > 1 || p->srcPos.z || p->dstPos.z) {
     ferry_log("cudaGraphAddMemcpyNode with a CUDA array or a 3D extent is not supported by ferry "
-              "(copies between two device pointers are)");
-    return cudaErrorNotSupported;
-  }
-  if (p->kind != cudaMemcpyDeviceToDevice && p->kind != cudaMemcpyDefault) {
-    ferry_log("cudaGraphAddMemcpyNode with host memory is not supported by ferry (device to device is)");
+              "(copies between two pointers are)");
     return cudaErrorNotSupported;
   }
   size_t spitch = p->srcPtr.pitch, dpitch = p->dstPtr.pitch;
@@ -352,9 +351,14 @@ int ferry_graph_memcpy_op(const struct cudaMemcpy3DParms *p, struct ferry_gop *o
   const char *src = (const char *)p->srcPtr.ptr + p->srcPos.y * spitch + p->srcPos.x;
   char *dst = (char *)p->dstPtr.ptr + p->dstPos.y * dpitch + p->dstPos.x;
   memset(op, 0, sizeof *op);
-  return SINK_RUN("cudaGraphAddMemcpyNode", op,
-                  cudaMemcpy2DAsync(dst, dpitch, src, spitch, p->extent.width,
-                                    p->extent.depth ? p->extent.height : 0, p->kind, NULL));
+  if (ferry_graph_copy_is_host(dst, src, p->kind))
+    return ferry_graph_host_copy_op(dst, dpitch, src, spitch, p->extent.width,
+                                    p->extent.depth ? p->extent.height : 0, p->kind, op);
+  int rc = SINK_RUN("cudaGraphAddMemcpyNode", op,
+                    cudaMemcpy2DAsync(dst, dpitch, src, spitch, p->extent.width,
+                                      p->extent.depth ? p->extent.height : 0, p->kind, NULL));
+  if (!rc) op->u.memcpy.kind = p->kind;
+  return rc;
 }
 
 cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps,
@@ -367,12 +371,12 @@ cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *out, cudaGraph_t graph, cons
 
 int ferry_graph_memcpy1d_op(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                             struct ferry_gop *op) {
-  if (kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault) {
-    ferry_log("cudaGraphAddMemcpyNode1D with host memory is not supported by ferry (device to device is)");
-    return cudaErrorNotSupported;
-  }
   memset(op, 0, sizeof *op);
-  return SINK_RUN("cudaGraphAddMemcpyNode1D", op, cudaMemcpyAsync(dst, src, count, kind, NULL));
+  if (ferry_graph_copy_is_host(dst, src, kind))
+    return ferry_graph_host_copy_op(dst, count, src, count, count, 1, kind, op);
+  int rc = SINK_RUN("cudaGraphAddMemcpyNode1D", op, cudaMemcpyAsync(dst, src, count, kind, NULL));
+  if (!rc) op->u.memcpy.kind = kind;
+  return rc;
 }
 
 cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t *out, cudaGraph_t graph,
@@ -394,7 +398,7 @@ cudaError_t cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node, struct cudaMemcpy
   p->dstPtr = (struct cudaPitchedPtr){(void *)(uintptr_t)op->u.memcpy.dst, op->u.memcpy.dpitch,
                                       op->u.memcpy.width, op->u.memcpy.height};
   p->extent = (struct cudaExtent){op->u.memcpy.width, op->u.memcpy.height, 1};
-  p->kind = cudaMemcpyDeviceToDevice;
+  p->kind = op->u.memcpy.kind;
   return cudaSuccess;
 }
 
@@ -403,6 +407,16 @@ cudaError_t cudaGraphMemcpyNodeSetParams(cudaGraphNode_t node, const struct cuda
   if (!n || n->op.type != cudaGraphNodeTypeMemcpy) return ferry_ret(cudaErrorInvalidValue);
   struct ferry_gop op;
   int rc = ferry_graph_memcpy_op(p, &op);
+  if (!rc) rc = ferry_gnode_replace(n, &op);
+  return ferry_ret(rc);
+}
+
+cudaError_t cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void *dst, const void *src,
+                                           size_t count, enum cudaMemcpyKind kind) {
+  struct ferry_gnode_obj *n = ferry_gnode_of(node);
+  if (!n || n->op.type != cudaGraphNodeTypeMemcpy) return ferry_ret(cudaErrorInvalidValue);
+  struct ferry_gop op;
+  int rc = ferry_graph_memcpy1d_op(dst, src, count, kind, &op);
   if (!rc) rc = ferry_gnode_replace(n, &op);
   return ferry_ret(rc);
 }
@@ -633,6 +647,7 @@ static const char *type_name(enum cudaGraphNodeType t) {
   case cudaGraphNodeTypeEmpty: return "empty";
   case cudaGraphNodeTypeWaitEvent: return "event wait";
   case cudaGraphNodeTypeEventRecord: return "event record";
+  case cudaGraphNodeTypeHost: return "host";
   default: return "?";
   }
 }

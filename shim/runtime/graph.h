@@ -20,8 +20,11 @@
 struct ferry_graph;
 struct ferry_layout;
 
+#define FERRY_COPY_HOST_DST 1u /* a memcpy node's destination is host memory */
+#define FERRY_COPY_HOST_SRC 2u /* its source is */
+
 /* what a node does: cudaGraphNodeType values (Kernel, Memcpy, Memset,
-   Graph, Empty, WaitEvent, EventRecord) and their parameters, owned */
+   Graph, Empty, WaitEvent, EventRecord, Host) and their parameters, owned */
 struct ferry_gop {
   enum cudaGraphNodeType type;
   int vgpu; /* the vGPU its addresses, function or event belong to; -1: none */
@@ -36,7 +39,16 @@ struct ferry_gop {
       void **argv; /* pointers into params, for GetParams (built on demand) */
     } kernel;
     struct ferry_gnode_memset memset; /* as it goes out */
-    struct ferry_gnode_memcpy memcpy; /* device to device */
+    struct {
+      uint64_t dst, dpitch, src, spitch, width, height; /* width in bytes; 1D: height 1 */
+      enum cudaMemcpyKind kind; /* as the program named it (GetParams gives it back) */
+      unsigned host; /* FERRY_COPY_HOST_*: host memory on a side, copied by the client when the
+                        graph runs (0: between device pointers, sent with the graph) */
+    } memcpy;
+    struct {
+      cudaHostFn_t fn; /* called in the launching thread (graph_unroll.c) */
+      void *user;
+    } host;
     struct {
       void *handle; /* the cudaEvent_t */
       uint32_t id;
@@ -73,6 +85,9 @@ struct ferry_gexec {
   unsigned long long flags;
   struct ferry_graph *graph; /* the copy it was made from (nodes' orig: the program's) */
   int touches_mapped;        /* its kernels are given pinned host memory (shim/core/shadow.c) */
+  int unrolled;              /* its graph holds host work: each launch plays it node by node
+                                on the launch stream (graph_unroll.c); the server has none of it */
+  int on_server;             /* the server holds it under id (instantiated, not destroyed) */
   uint64_t generation;       /* its vGPU's when it was last sent: a migration moved module
                                 variables its nodes may name, so it is sent again */
   int dirty;                 /* changed since it was sent (node parameters, an update):
@@ -99,6 +114,15 @@ int ferry_graph_memcpy_op(const struct cudaMemcpy3DParms *p, struct ferry_gop *o
 int ferry_graph_memcpy1d_op(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                             struct ferry_gop *op);
 int ferry_graph_event_op(cudaEvent_t e, enum cudaGraphNodeType type, struct ferry_gop *op);
+/* (graph_host.c) a copy with host memory on a side, kind as the program
+   named it (cudaMemcpyDefault: the addresses tell), checked as the copy
+   would be: its node is played by the client (graph_unroll.c) */
+int ferry_graph_host_copy_op(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                             size_t height, enum cudaMemcpyKind kind, struct ferry_gop *op);
+/* 1 when such a copy has host memory on a side, so that its node is a
+   host copy (ferry_graph_host_copy_op) rather than a device copy */
+int ferry_graph_copy_is_host(const void *dst, const void *src, enum cudaMemcpyKind kind);
+int ferry_graph_host_op(cudaHostFn_t fn, void *user, struct ferry_gop *op);
 int ferry_graph_child_op(cudaGraph_t child, struct ferry_gop *op);
 /* a node's new operation, of the same type (taken over) */
 int ferry_gnode_replace(struct ferry_gnode_obj *n, struct ferry_gop *op);
@@ -113,6 +137,18 @@ int ferry_edge_data_plain(const cudaGraphEdgeData *edges, size_t n, const char *
 struct ferry_graph *ferry_graph_of(const void *h);
 struct ferry_gnode_obj *ferry_gnode_of(const void *h);
 struct ferry_gexec *ferry_gexec_of(const void *h);
+
+/* ---- graphs with host work (graph_unroll.c) ----
+   A host node, or a copy with host memory, cannot run on the remote GPU:
+   such a graph is played by the client, each node as the ordinary stream
+   operation it stands for, in topological order, on the launch stream. */
+/* g (or a child graph of it) holds host work */
+int ferry_graph_unrolled(const struct ferry_graph *g);
+/* g can be played: no cycle, its work on one vGPU (*vgpu: that one, or -1
+   when no node names one); 0 or an error, said in one line */
+int ferry_graph_check(const struct ferry_graph *g, int *vgpu);
+/* plays g on stream s (the launch's, resolved to v): 0, or the first error */
+int ferry_graph_unroll(const struct ferry_graph *g, struct ferry_vgpu *v, cudaStream_t s);
 
 /* ---- executable graphs (graph_exec.c) ---- */
 /* the exec's copy of the program's node gets op (taken over) and the whole
@@ -169,6 +205,13 @@ int ferry_capture_memset(struct ferry_vgpu *v, uint32_t stream, uint64_t dst, ui
                          uint32_t value, uint32_t elem, uint64_t width, uint64_t height);
 int ferry_capture_copy(struct ferry_vgpu *v, uint32_t stream, uint64_t dst, uint64_t dpitch,
                        uint64_t src, uint64_t spitch, uint64_t width, uint64_t height);
+/* an asynchronous copy with host memory on (v, stream), the copy path's
+   checks passed (memory.c): a memcpy node the client plays (graph_unroll.c) */
+int ferry_capture_host_copy(struct ferry_vgpu *v, uint32_t stream, void *dst, size_t dpitch,
+                            const void *src, size_t spitch, size_t width, size_t height,
+                            enum cudaMemcpyKind kind);
+/* cudaLaunchHostFunc on (v, stream): a host node */
+int ferry_capture_host(struct ferry_vgpu *v, uint32_t stream, cudaHostFn_t fn, void *user);
 /* an event last recorded in a capture: cudaErrorCapturedEvent, else 0 */
 int ferry_capture_event_busy(int vgpu, uint32_t event);
 /* a stream is destroyed: it leaves its capture */

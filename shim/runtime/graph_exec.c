@@ -7,7 +7,9 @@
  * cudaGraphExec*NodeSetParams calls) changes the copy and sends the whole
  * blob again under the same exec id, which the server replaces and the
  * replay log keeps as the newest: a migration rebuilds every live
- * executable graph from its blob.
+ * executable graph from its blob. A graph with host work (host nodes,
+ * copies with host memory) is never sent: each launch plays it here
+ * (graph_unroll.c).
  */
 #include <cuda.h>
 #include <stdlib.h>
@@ -81,10 +83,15 @@ static int emit_node(struct emit *e, const struct ferry_gnode_obj *n, const uint
     gn.u.memset.dst = ferry_variable_now(target, gn.u.memset.dst);
     break;
   case cudaGraphNodeTypeMemcpy:
+    if (op->u.memcpy.host) { /* never sent: such a graph is played here (graph_unroll.c) */
+      rc = cudaErrorNotSupported;
+      break;
+    }
     gn.type = FERRY_GNODE_MEMCPY;
-    gn.u.memcpy = op->u.memcpy;
-    gn.u.memcpy.dst = ferry_variable_now(target, gn.u.memcpy.dst);
-    gn.u.memcpy.src = ferry_variable_now(target, gn.u.memcpy.src);
+    gn.u.memcpy = (struct ferry_gnode_memcpy){
+        ferry_variable_now(target, op->u.memcpy.dst), op->u.memcpy.dpitch,
+        ferry_variable_now(target, op->u.memcpy.src), op->u.memcpy.spitch, op->u.memcpy.width,
+        op->u.memcpy.height};
     break;
   case cudaGraphNodeTypeEventRecord:
   case cudaGraphNodeTypeWaitEvent:
@@ -179,19 +186,16 @@ static int scan_kernels(struct ferry_vgpu *v, const struct ferry_graph *g, int *
   return rc;
 }
 
-/* sends x's graph under x's id (a first instantiation or a replacement;
-   `update`: the changes of one the server has, asynchronously) */
-static int send_graph(struct ferry_gexec *x, int update) {
-  struct emit e = {.vgpu = -1, .target = x->vgpu >= 0 ? x->vgpu : ferry_thread()->device};
-  uint32_t *map = malloc((x->graph->n ? x->graph->n : 1) * sizeof *map);
-  int rc = map ? emit_graph(&e, x->graph, NULL, 0, map) : cudaErrorMemoryAllocation;
-  free(map);
-  if (!rc && e.vgpu >= 0 && x->vgpu >= 0 && e.vgpu != x->vgpu) {
+/* the vGPU x runs on: the one its nodes name (vgpu), fixed once known;
+   none named: the current device's. 0 or an error */
+static int settle_vgpu(struct ferry_gexec *x, int vgpu) {
+  int rc = 0;
+  if (vgpu >= 0 && x->vgpu >= 0 && vgpu != x->vgpu) {
     ferry_log("cudaGraphExecUpdate: the new graph's work is on another device; not supported by ferry");
-    rc = cudaErrorNotSupported;
+    return cudaErrorNotSupported;
   }
-  if (!rc && x->vgpu < 0) {
-    if (e.vgpu >= 0) x->vgpu = e.vgpu;
+  if (x->vgpu < 0) {
+    if (vgpu >= 0) x->vgpu = vgpu;
     else {
       struct ferry_vgpu *v = ferry_current(&rc);
       if (v) x->vgpu = v->index;
@@ -199,6 +203,17 @@ static int send_graph(struct ferry_gexec *x, int update) {
     if (x->vgpu >= 0) x->epoch = __atomic_load_n(&resets[x->vgpu], __ATOMIC_ACQUIRE);
   }
   if (!rc && !exec_live(x)) rc = cudaErrorInvalidResourceHandle;
+  return rc;
+}
+
+/* sends x's graph under x's id (a first instantiation or a replacement;
+   `update`: the changes of one the server has, asynchronously) */
+static int send_graph(struct ferry_gexec *x, int update) {
+  struct emit e = {.vgpu = -1, .target = x->vgpu >= 0 ? x->vgpu : ferry_thread()->device};
+  uint32_t *map = malloc((x->graph->n ? x->graph->n : 1) * sizeof *map);
+  int rc = map ? emit_graph(&e, x->graph, NULL, 0, map) : cudaErrorMemoryAllocation;
+  free(map);
+  if (!rc) rc = settle_vgpu(x, e.vgpu);
   /* the whole graph travels in one message */
   if (!rc && e.b.len > FERRY_MAX_BODY - 4096) {
     ferry_log("cudaGraphInstantiate of a graph of %u nodes (%zu bytes of nodes, more than one "
@@ -218,12 +233,41 @@ static int send_graph(struct ferry_gexec *x, int update) {
     rc = ferry_dead(v) ? cudaErrorDevicesUnavailable
          : update     ? ferry_call(v, FERRY_CALL_graph_update, &u, NULL, NULL)
                       : ferry_call(v, FERRY_CALL_graph_instantiate, &a, NULL, NULL);
-    if (!rc) x->generation = gen, x->dirty = 0;
+    if (!rc) x->generation = gen, x->dirty = 0, x->on_server = 1;
   }
   ferry_gbuf_free(&e.b);
   return rc;
 }
 static int send_exec(struct ferry_gexec *x) { return send_graph(x, 0); }
+
+/* x's graph holds host work: it is played here at each launch
+   (graph_unroll.c), checked now, and the server holds none of it (a copy
+   it held before an update gave the graph host work is destroyed) */
+static int keep_here(struct ferry_gexec *x) {
+  int vgpu;
+  int rc = ferry_graph_check(x->graph, &vgpu);
+  if (!rc) rc = settle_vgpu(x, vgpu);
+  if (!rc && x->on_server) {
+    struct ferry_vgpu *v = &ferry.vgpus[x->vgpu];
+    struct ferry_graph_exec_destroy_args a = {x->id};
+    rc = ferry_dead(v) ? cudaErrorDevicesUnavailable
+                       : ferry_call(v, FERRY_CALL_graph_exec_destroy, &a, NULL, NULL);
+    if (!rc) x->on_server = 0;
+  }
+  if (!rc) x->dirty = 0;
+  return rc;
+}
+
+/* before a launch (or an upload): where x runs has its newest graph. A
+   graph played here needs nothing sent; the server's copy is sent again
+   after a change (an upload sends it whole, a launch as an update) or, at
+   a launch, after a move (gen: its vGPU's generation now) */
+static int refresh(struct ferry_gexec *x, uint64_t gen, int upload) {
+  if (x->dirty) x->unrolled = ferry_graph_unrolled(x->graph);
+  if (x->unrolled) return x->dirty || x->on_server ? keep_here(x) : 0;
+  if (!x->on_server || (!upload && x->generation != gen)) return send_exec(x);
+  return !x->dirty ? 0 : upload ? send_exec(x) : send_graph(x, 1);
+}
 
 /* ---- instantiation ---- */
 static uint32_t next_exec_id = 1;
@@ -246,7 +290,8 @@ static int instantiate(cudaGraphExec_t *out, cudaGraph_t graph, unsigned long lo
   x->vgpu = -1;
   x->id = __atomic_fetch_add(&next_exec_id, 1, __ATOMIC_RELAXED);
   x->flags = flags;
-  if ((rc = send_exec(x))) {
+  x->unrolled = ferry_graph_unrolled(x->graph);
+  if ((rc = x->unrolled ? keep_here(x) : send_exec(x))) {
     ferry_graph_free(x->graph);
     x->magic = 0;
     free(x);
@@ -322,8 +367,9 @@ static int launch(cudaGraphExec_t exec, cudaStream_t s, int per_thread) {
        variables where they were; sent again with where they are now. A
        move between this check and the launch makes the launch stale: again */
     uint64_t gen = __atomic_load_n(&v->generation, __ATOMIC_ACQUIRE);
-    rc = x->generation != gen ? send_exec(x) : x->dirty ? send_graph(x, 1) : 0;
-    if (rc) return rc;
+    if ((rc = refresh(x, gen, 0))) return rc;
+    /* host work: the client plays it, node by node, on the launch stream */
+    if (x->unrolled) return ferry_graph_unroll(x->graph, v, per_thread && !s ? cudaStreamPerThread : s);
     if (x->touches_mapped) ferry_shadow_touch();
     ferry_expect_generation(v, gen);
     rc = ferry_call(v, FERRY_CALL_graph_launch, &a, NULL, NULL);
@@ -342,7 +388,8 @@ static int upload(cudaGraphExec_t exec, cudaStream_t s, int per_thread) {
   struct ferry_graph_upload_args a = {.exec = x ? x->id : 0};
   int rc = exec_stream(x, s, per_thread, &v, &a.stream);
   if (!rc) rc = ferry_capture_refuse(v, a.stream, "cudaGraphUpload");
-  if (!rc && x->dirty) rc = send_exec(x);
+  if (!rc) rc = refresh(x, 0, 1);
+  if (!rc && x->unrolled) return 0; /* played here: nothing to upload */
   return rc ? rc : ferry_call(v, FERRY_CALL_graph_upload, &a, NULL, NULL);
 }
 cudaError_t cudaGraphUpload(cudaGraphExec_t exec, cudaStream_t s) { return ferry_ret(upload(exec, s, 0)); }
@@ -355,7 +402,7 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
   if (!x) return ferry_ret(cudaErrorInvalidValue);
   struct ferry_vgpu *v = &ferry.vgpus[x->vgpu];
   struct ferry_graph_exec_destroy_args a = {x->id};
-  int rc = !exec_live(x) ? 0 /* the reset destroyed it */
+  int rc = !exec_live(x) || !x->on_server ? 0 /* the reset destroyed it, or it was played here */
            : ferry_dead(v) ? cudaErrorDevicesUnavailable
                            : ferry_call(v, FERRY_CALL_graph_exec_destroy, &a, NULL, NULL);
   ferry_graph_free(x->graph);

@@ -36,6 +36,8 @@ static int params_op(const struct cudaGraphNodeParams *p, const char *call, stru
     return ferry_graph_event_op(p->eventRecord.event, cudaGraphNodeTypeEventRecord, op);
   case cudaGraphNodeTypeWaitEvent:
     return ferry_graph_event_op(p->eventWait.event, cudaGraphNodeTypeWaitEvent, op);
+  case cudaGraphNodeTypeHost:
+    return ferry_graph_host_op(p->host.fn, p->host.userData, op);
   case cudaGraphNodeTypeGraph:
     if (p->graph.ownership != cudaGraphChildGraphOwnershipClone) {
       ferry_log("%s: a child graph moved into its node is not supported by ferry (cloned is)", call);

@@ -56,6 +56,7 @@ int ferry_device_release(struct ferry_vgpu *v, uint64_t addr) {
   pthread_mutex_lock(&v->arena_lock);
   int rc = ferry_arena_free(&v->arena, addr, &be);
   pthread_mutex_unlock(&v->arena_lock);
+  if (!rc) ferry_ipc_released(v, addr);
   return rc;
 }
 
@@ -309,10 +310,12 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
   case cudaMemcpyHostToDevice: {
     if ((rc = device_side(dst, count, &dv)) || (rc = stream_id_for(dv, stream, per_thread, &sid, &async)))
       return rc;
-    if ((rc = ferry_capture_refuse(dv, sid, async ? "cudaMemcpyAsync / cuMemcpyHtoDAsync (host to device)"
-                                                  : "cudaMemcpy / cuMemcpyHtoD (host to device)")) ||
+    /* on a capturing stream: a node the client plays when the graph runs */
+    if ((rc = async ? ferry_capture_host_copy(dv, sid, dst, count, src, count, count, 1,
+                                              cudaMemcpyHostToDevice)
+                    : ferry_capture_refuse(dv, sid, "cudaMemcpy / cuMemcpyHtoD (host to device)")) ||
         (!async && (rc = ferry_capture_unsafe())))
-      return rc;
+      return FERRY_CAPTURE_DONE(rc);
     if (ferry_is_local(dv) && (rc = ferry_local_copy(dv, dst, src, count, 1, sid, async)) != FERRY_NOT_LOCAL)
       return rc;
     if ((rc = ferry_shared_copy(dv, dst, src, count, 1, sid, async)) != FERRY_NOT_HELPER) return rc;
@@ -333,10 +336,11 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
   case cudaMemcpyDeviceToHost: {
     if ((rc = device_side(src, count, &sv)) || (rc = stream_id_for(sv, stream, per_thread, &sid, &async)))
       return rc;
-    if ((rc = ferry_capture_refuse(sv, sid, async ? "cudaMemcpyAsync / cuMemcpyDtoHAsync (device to host)"
-                                                  : "cudaMemcpy / cuMemcpyDtoH (device to host)")) ||
+    if ((rc = async ? ferry_capture_host_copy(sv, sid, dst, count, src, count, count, 1,
+                                              cudaMemcpyDeviceToHost)
+                    : ferry_capture_refuse(sv, sid, "cudaMemcpy / cuMemcpyDtoH (device to host)")) ||
         (!async && (rc = ferry_capture_unsafe())))
-      return rc;
+      return FERRY_CAPTURE_DONE(rc);
     if (ferry_is_local(sv) && (rc = ferry_local_copy(sv, dst, src, count, 2, sid, async)) != FERRY_NOT_LOCAL)
       return rc;
     if ((rc = ferry_shared_copy(sv, dst, src, count, 0, sid, async)) != FERRY_NOT_HELPER) return rc;
@@ -445,10 +449,11 @@ static int copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size
   if (kind == cudaMemcpyHostToDevice) {
     if ((rc = device_side(dst, dspan, &v)) || (rc = stream_id_for(v, stream, per_thread, &sid, &async)))
       return rc;
-    if ((rc = ferry_capture_refuse(v, sid, async ? "cudaMemcpy2DAsync / cuMemcpy2DAsync (host to device)"
-                                                 : "cudaMemcpy2D / cuMemcpy2D (host to device)")) ||
+    if ((rc = async ? ferry_capture_host_copy(v, sid, dst, dpitch, src, spitch, width, height,
+                                              cudaMemcpyHostToDevice)
+                    : ferry_capture_refuse(v, sid, "cudaMemcpy2D / cuMemcpy2D (host to device)")) ||
         (!async && (rc = ferry_capture_unsafe())))
-      return rc;
+      return FERRY_CAPTURE_DONE(rc);
     const void *packed = src;
     char *tmp = NULL;
     if (spitch != width) {
@@ -466,10 +471,11 @@ static int copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size
   if (kind == cudaMemcpyDeviceToHost) {
     if ((rc = device_side(src, sspan, &v)) || (rc = stream_id_for(v, stream, per_thread, &sid, &async)))
       return rc;
-    if ((rc = ferry_capture_refuse(v, sid, async ? "cudaMemcpy2DAsync / cuMemcpy2DAsync (device to host)"
-                                                 : "cudaMemcpy2D / cuMemcpy2D (device to host)")) ||
+    if ((rc = async ? ferry_capture_host_copy(v, sid, dst, dpitch, src, spitch, width, height,
+                                              cudaMemcpyDeviceToHost)
+                    : ferry_capture_refuse(v, sid, "cudaMemcpy2D / cuMemcpy2D (device to host)")) ||
         (!async && (rc = ferry_capture_unsafe())))
-      return rc;
+      return FERRY_CAPTURE_DONE(rc);
     char *tmp = NULL;
     void *packed = dst;
     if (dpitch != width) {

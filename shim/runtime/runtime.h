@@ -28,6 +28,18 @@ int ferry_priority_range(struct ferry_vgpu *v, int *least, int *greatest);
 /* forget the streams and events of a vGPU (after cudaDeviceReset) */
 void ferry_streams_forget(int vgpu);
 
+/* ---- CUDA IPC (ipc.c; events in stream.c) ---- */
+/* where v runs when that is not a server ("on a local GPU ..."), else NULL */
+const char *ferry_ipc_where(const struct ferry_vgpu *v);
+/* a server's FERRY_IPC_* refusal of call as the program's error, said in one line */
+int ferry_ipc_refusal(const char *call, const struct ferry_vgpu *v, unsigned refusal);
+/* the same refusal for a vGPU in this process, which has no broker; else 0 */
+int ferry_ipc_local_refused(const char *call, struct ferry_vgpu *v);
+/* the allocation at addr was freed (its export ended) */
+void ferry_ipc_released(struct ferry_vgpu *v, uint64_t addr);
+/* after cudaDeviceReset: every export and import of vgpu is gone */
+void ferry_ipc_forget(int vgpu);
+
 /* ---- kernels and modules (module.c) ---- */
 struct ferry_kernel;
 int ferry_kernel_lookup(const void *func, struct ferry_kernel **k);

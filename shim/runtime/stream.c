@@ -4,8 +4,10 @@
  * ids (0: legacy, 2: per-thread).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/log.h"
+#include "protocol/ipc.h"
 #include "shim/core/link.h"
 #include "shim/core/local.h"
 #include "shim/migrate/migrate.h"
@@ -18,6 +20,7 @@ struct ferry_event {
   int vgpu;
   uint32_t id;
   unsigned flags;
+  int ipc; /* exported or opened through CUDA IPC: counted in its vGPU's ipc_open */
 };
 
 int ferry_stream_resolve(cudaStream_t s, int per_thread, struct ferry_vgpu **v, uint32_t *id) {
@@ -198,10 +201,9 @@ static cudaError_t event_create(cudaEvent_t *out, unsigned flags) {
   if (!out) return ferry_ret(cudaErrorInvalidValue);
   unsigned known = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
   if (flags & ~known) return ferry_ret(cudaErrorInvalidValue);
-  if (flags & cudaEventInterprocess) {
-    ferry_log("cudaEventInterprocess events are not supported on a remote GPU");
-    return ferry_ret(cudaErrorNotSupported);
-  }
+  /* as CUDA: an interprocess event records no time */
+  if ((flags & cudaEventInterprocess) && !(flags & cudaEventDisableTiming))
+    return ferry_ret(cudaErrorInvalidValue);
   int err;
   struct ferry_vgpu *v = ferry_current(&err);
   if (!v) return ferry_ret(err);
@@ -212,7 +214,7 @@ static cudaError_t event_create(cudaEvent_t *out, unsigned flags) {
     free(ev);
     return ferry_ret(cudaErrorMemoryAllocation);
   }
-  *ev = (struct ferry_event){v->index, ferry_handle_id(h), flags};
+  *ev = (struct ferry_event){v->index, ferry_handle_id(h), flags, 0};
   struct ferry_event_create_args a = {ev->id, flags};
   int rc = ferry_call(v, FERRY_CALL_event_create, &a, NULL, NULL);
   if (rc) {
@@ -244,6 +246,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
   int rc = ferry_call(&ferry.vgpus[ev->vgpu], FERRY_CALL_event_destroy, &a, NULL, NULL);
   ferry_pre_forget(&ferry.vgpus[ev->vgpu], ev->id);
   ferry_mempool_event_forget(&ferry.vgpus[ev->vgpu], ev->id);
+  if (ev->ipc) __atomic_sub_fetch(&ferry.vgpus[ev->vgpu].ipc_open, 1, __ATOMIC_ACQ_REL);
   ferry_handle_release(&ferry.events, (uintptr_t)e); /* its id is free once the server forgot it */
   free(ev);
   return ferry_ret(rc);
@@ -333,18 +336,15 @@ void ferry_streams_forget(int vgpu) {
    work after it waits for it. Waiting for the stream here and then calling
    it in this thread keeps both guarantees; callbacks may not call CUDA, so
    running them in the caller's thread cannot deadlock. */
-/* host functions cannot be captured: ferry's graph nodes run on the server */
-static int refuse_host_work(cudaStream_t s, int per_thread, const char *what) {
-  struct ferry_vgpu *v;
-  uint32_t sid;
-  int rc = ferry_stream_resolve(s, per_thread, &v, &sid);
-  return rc ? rc : ferry_capture_refuse(v, sid, what);
-}
-
 static cudaError_t add_callback(cudaStream_t s, cudaStreamCallback_t cb, void *user,
                                 unsigned flags, int per_thread) {
   if (!cb || flags) return ferry_ret(cudaErrorInvalidValue);
-  int rc = refuse_host_work(s, per_thread, "cudaStreamAddCallback / cuStreamAddCallback");
+  struct ferry_vgpu *v;
+  uint32_t sid;
+  int rc = ferry_stream_resolve(s, per_thread, &v, &sid);
+  /* CUDA does not capture callbacks either (cudaLaunchHostFunc it does) */
+  if (!rc) rc = ferry_capture_refuse(v, sid, "cudaStreamAddCallback / cuStreamAddCallback (as in CUDA; "
+                                             "cudaLaunchHostFunc is captured)");
   if (rc) return ferry_ret(rc);
   cudaError_t status = stream_sync(s, per_thread);
   if (status == cudaErrorInvalidResourceHandle || status == cudaErrorDevicesUnavailable ||
@@ -364,8 +364,12 @@ cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t s, cudaStreamCallback_t cb, 
 
 static cudaError_t launch_host_func(cudaStream_t s, cudaHostFn_t fn, void *user, int per_thread) {
   if (!fn) return ferry_ret(cudaErrorInvalidValue);
-  int rc = refuse_host_work(s, per_thread, "cudaLaunchHostFunc / cuLaunchHostFunc");
-  if (rc) return ferry_ret(rc);
+  struct ferry_vgpu *v;
+  uint32_t sid;
+  int rc = ferry_stream_resolve(s, per_thread, &v, &sid);
+  /* a capturing stream's host function becomes a host node (graph_unroll.c plays it) */
+  if (!rc) rc = ferry_capture_host(v, sid, fn, user);
+  if (rc) return ferry_ret(FERRY_CAPTURE_DONE(rc));
   cudaError_t status = stream_sync(s, per_thread);
   if (status) return status; /* after an error the function is not called */
   fn(user);
@@ -376,4 +380,69 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *user) {
 }
 cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t s, cudaHostFn_t fn, void *user) {
   return launch_host_func(s, fn, user, 1);
+}
+
+/* ---- CUDA IPC of events (the memory's is ipc.c): a handle names the
+   server's export of the driver's own IPC event handle, so the other
+   program's session opens the very event this one records ---- */
+cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t *handle, cudaEvent_t e) {
+  if (!handle) return ferry_ret(cudaErrorInvalidValue);
+  struct ferry_event *ev;
+  int rc = event_of(e, &ev);
+  if (rc) return ferry_ret(rc);
+  if ((ev->flags & (cudaEventInterprocess | cudaEventDisableTiming)) !=
+      (cudaEventInterprocess | cudaEventDisableTiming))
+    return ferry_ret(cudaErrorInvalidResourceHandle);
+  struct ferry_vgpu *v = &ferry.vgpus[ev->vgpu];
+  if ((rc = ferry_ipc_local_refused("cudaIpcGetEventHandle", v))) return ferry_ret(rc);
+  struct ferry_ipc_event_export_args a = {ev->id};
+  struct ferry_ipc_event_export_rets x;
+  rc = ferry_call(v, FERRY_CALL_ipc_event_export, &a, &x, NULL);
+  if (!rc && x.refusal) rc = ferry_ipc_refusal("cudaIpcGetEventHandle", v, x.refusal);
+  if (!rc && (!x.key.ptr || x.key.len != FERRY_IPC_KEY_LEN)) rc = cudaErrorUnknown;
+  if (rc) return ferry_ret(rc);
+  struct ferry_ipc_handle h = {.magic = FERRY_IPC_EVENT_MAGIC, .instance = x.instance};
+  memcpy(h.key, x.key.ptr, FERRY_IPC_KEY_LEN);
+  if (!__atomic_exchange_n(&ev->ipc, 1, __ATOMIC_ACQ_REL))
+    __atomic_add_fetch(&v->ipc_open, 1, __ATOMIC_ACQ_REL);
+  memset(handle, 0, sizeof *handle);
+  memcpy(handle, &h, sizeof h);
+  return cudaSuccess;
+}
+
+cudaError_t cudaIpcOpenEventHandle(cudaEvent_t *out, cudaIpcEventHandle_t handle) {
+  if (!out) return ferry_ret(cudaErrorInvalidValue);
+  struct ferry_ipc_handle h;
+  memcpy(&h, &handle, sizeof h);
+  if (h.magic != FERRY_IPC_EVENT_MAGIC) {
+    ferry_log("cudaIpcOpenEventHandle: not an event handle that cudaIpcGetEventHandle made "
+              "through ferry; returning cudaErrorInvalidValue");
+    return ferry_ret(cudaErrorInvalidValue);
+  }
+  int err;
+  struct ferry_vgpu *v = ferry_current(&err);
+  if (!v) return ferry_ret(err);
+  int rc = ferry_ipc_local_refused("cudaIpcOpenEventHandle", v);
+  if (rc) return ferry_ret(rc);
+  struct ferry_event *ev = calloc(1, sizeof *ev);
+  if (!ev) return ferry_ret(cudaErrorMemoryAllocation);
+  uint64_t hv = ferry_handle_add(&ferry.events, ev);
+  if (!hv) {
+    free(ev);
+    return ferry_ret(cudaErrorMemoryAllocation);
+  }
+  *ev = (struct ferry_event){v->index, ferry_handle_id(hv),
+                             cudaEventInterprocess | cudaEventDisableTiming, 1};
+  struct ferry_ipc_event_import_args a = {.event = ev->id, .instance = h.instance,
+                                          .key = {h.key, FERRY_IPC_KEY_LEN}};
+  struct ferry_ipc_event_import_rets x;
+  rc = ferry_call(v, FERRY_CALL_ipc_event_import, &a, &x, NULL);
+  if (!rc && x.refusal) rc = ferry_ipc_refusal("cudaIpcOpenEventHandle", v, x.refusal);
+  if (rc) {
+    free(ferry_handle_remove(&ferry.events, hv));
+    return ferry_ret(rc);
+  }
+  __atomic_add_fetch(&v->ipc_open, 1, __ATOMIC_ACQ_REL);
+  *out = (cudaEvent_t)(uintptr_t)hv;
+  return cudaSuccess;
 }

@@ -29,13 +29,13 @@ int main(void) {
     EXPECT(cuMemFree(m) == CUDA_SUCCESS);
   }
 
-  /* graph host nodes, twice: ferry's graph nodes run on the server, and
-     the second refusal says nothing new */
+  /* graph memory allocation nodes, twice: not served, and the second
+     refusal says nothing new */
   CUgraphNode node = NULL;
-  r = cuGraphAddHostNode(&node, NULL, NULL, 0, NULL);
-  printf("cuGraphAddHostNode=%s\n", cu_name(r));
+  r = cuGraphAddMemAllocNode(&node, NULL, NULL, 0, NULL);
+  printf("cuGraphAddMemAllocNode=%s\n", cu_name(r));
   EXPECT(r == CUDA_ERROR_NOT_SUPPORTED);
-  r = cuGraphAddHostNode(&node, NULL, NULL, 0, NULL);
+  r = cuGraphAddMemAllocNode(&node, NULL, NULL, 0, NULL);
   EXPECT(r == CUDA_ERROR_NOT_SUPPORTED);
 
   /* a JIT option that carries the program's addresses */

@@ -16,9 +16,9 @@ int main() {
   cudaArray_t level = nullptr;
   cudaError_t a = cudaGetMipmappedArrayLevel(&level, nullptr, 0);
   cudaError_t b = cudaGetMipmappedArrayLevel(&level, nullptr, 0);
-  // graph host nodes: ferry's graph nodes run on the server
+  // graph memory allocation nodes (not served)
   cudaGraphNode_t node;
-  cudaError_t c = cudaGraphAddHostNode(&node, NULL, NULL, 0, NULL);
+  cudaError_t c = cudaGraphAddMemAllocNode(&node, NULL, NULL, 0, NULL);
   // the program keeps working afterwards
   int *dev = nullptr;
   cudaError_t e = cudaMalloc(&dev, 64);

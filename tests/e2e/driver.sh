@@ -101,13 +101,13 @@ unsupported)
   rc=$(run unsupported drv_unsupported)
   toured unsupported "$rc"
   expect_in unsupported.out "cuMemAllocManaged=CUDA_SUCCESS"
-  expect_in unsupported.out "cuGraphAddHostNode=CUDA_ERROR_NOT_SUPPORTED"
+  expect_in unsupported.out "cuGraphAddMemAllocNode=CUDA_ERROR_NOT_SUPPORTED"
   expect_in unsupported.out "cuLinkCreate GLOBAL_SYMBOL_ADDRESSES=CUDA_ERROR_NOT_SUPPORTED"
   expect_in unsupported.err "ferry: cuLinkCreate with CU_JIT_GLOBAL_SYMBOL_ADDRESSES is not supported by ferry"
   expect_in unsupported.out "cuLinkComplete 300 long names=CUDA_ERROR_NOT_SUPPORTED"
   expect_in unsupported.err "ferry: cuLinkComplete of a link whose options and names come to 1[0-9]* bytes (more than the 1044480 of one message) is not supported by ferry"
-  # one line per call, however often it is called (cuGraphAddHostNode: twice)
-  for call in cuGraphAddHostNode; do
+  # one line per call, however often it is called (cuGraphAddMemAllocNode: twice)
+  for call in cuGraphAddMemAllocNode; do
     n=$(grep -ci "$call.*not supported" "$work/unsupported.err")
     [ "$n" = 1 ] || fail "expected one line saying $call is not supported, got $n"
   done

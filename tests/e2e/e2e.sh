@@ -101,7 +101,7 @@ unsupported)
   expect_in unsupported.err "CUDA cannot be used in a child made by fork()"
   n=$(grep -c "cudaGetMipmappedArrayLevel is not supported" "$work/unsupported.err")
   [ "$n" = 1 ] || fail "expected one warning for cudaGetMipmappedArrayLevel, got $n"
-  expect_in unsupported.err "cudaGraphAddHostNode is not supported"
+  expect_in unsupported.err "cudaGraphAddMemAllocNode is not supported"
   expect_in unsupported.out "programmatic_event=cudaErrorNotSupported"
   n=$(grep -c "cudaLaunchKernelEx with cudaLaunchAttributeProgrammaticEvent is not supported" \
     "$work/unsupported.err")

@@ -6,7 +6,11 @@
 # same programs moved at random launches, into the process and onto a
 # ferry-mhelper, replay their graphs to the checksum of a run that did not
 # move; and graphs_rpath, built with an RPATH to NVIDIA's libcudart.so.13,
-# captures through ferry's libcuda.so.1 alone.
+# captures through ferry's libcuda.so.1 alone. The host_* cases run
+# graph_host, graph_host_rpath and drv_graph_host, whose graphs hold host
+# copies and host nodes: ferry plays those on the client, node by node
+# (one call per node, no graph_launch), remotely and moved at random
+# launches.
 # usage: graphs.sh BUILD_DIR CASE [NVIDIA_LIB_DIR]
 #   FERRY_MIGRATE_KS="k1 k2 ..." replaces the random launch counts
 set -u
@@ -22,21 +26,24 @@ unset FERRY_MIGRATE_AT FERRY_FAULT FERRY_MHELPER
 # the program and its arguments for a case's app name
 args() {
   case $1 in
-  drv_graphs) echo "drv_graphs $apps/drv_kernels.fatbin" ;;
+  drv_graphs | drv_graph_host) echo "$1 $apps/drv_kernels.fatbin" ;;
   *) echo "$1" ;;
   esac
 }
 
-# graphed LABEL RC: passed; one graph_launch call per cudaGraphLaunch, and
-# no kernel launch call for the kernels the graphs hold
+# graphed LABEL RC: passed; one graph_launch call per cudaGraphLaunch of a
+# graph without host work ("device graph launches", else every one), and
+# no kernel launch call for the kernels such graphs hold; a graph with host
+# work makes one launch call per kernel node it plays ("played kernels")
 graphed() {
   passed "$1" "$2"
   expect_not_in "$1.out" "^FAIL"
   g=$(value "$1" "graph launches") l=$(value "$1" launches)
-  [ "$(calls "$1" graph_launch)" = "$g" ] ||
-    fail "$1: ferry made $(calls "$1" graph_launch) graph_launch calls for $g cudaGraphLaunch"
-  [ "$(calls "$1" launch)" = "$((l - g))" ] ||
-    fail "$1: ferry made $(calls "$1" launch) launch calls, the program launched $((l - g)) kernels itself"
+  dg=$(value "$1" "device graph launches") pk=$(value "$1" "played kernels")
+  [ "$(calls "$1" graph_launch)" = "${dg:-$g}" ] ||
+    fail "$1: ferry made $(calls "$1" graph_launch) graph_launch calls for ${dg:-$g} cudaGraphLaunch"
+  [ "$(calls "$1" launch)" = "$((l - g + ${pk:-0}))" ] ||
+    fail "$1: ferry made $(calls "$1" launch) launch calls; the program launched $((l - g)) kernels itself, its graphs played ${pk:-0}"
 }
 
 # refused LABEL TEXT: TEXT is said in exactly one line
@@ -48,15 +55,33 @@ refused() {
 start_sim_server
 export FERRY_DEVICES="tcp://127.0.0.1:$port/0"
 case $case_name in
+runtime | migrate | migrate_helper) app=graphs ;;
+driver | driver_migrate) app=drv_graphs ;;
+rpath | rpath_migrate) app=graphs_rpath ;;
+host | host_migrate | host_migrate_helper) app=graph_host ;;
+host_driver | host_driver_migrate) app=drv_graph_host ;;
+host_rpath | host_rpath_migrate) app=graph_host_rpath ;;
+esac
+case $case_name in
+host | host_driver | host_rpath)
+  # shellcheck disable=SC2046
+  rc=$(FERRY_STATS=1 FERRY_CONTROL=off run ref $(args $app))
+  graphed ref "$rc"
+  [ "$(value ref "graph launches")" -ge 200 ] || fail "fewer than 200 graph launches"
+  # nothing refused; only the graph without host work (graph_host's) reached the server
+  expect_not_in ref.err "is not supported by ferry; returning"
+  inst=1
+  [ "$app" = drv_graph_host ] && inst=0
+  [ "$(calls ref graph_instantiate)" = "$inst" ] ||
+    fail "ref: $(calls ref graph_instantiate) graphs instantiated on the server, want $inst"
+  [ "$case_name" != host ] ||
+    refused ref "cudaStreamAddCallback / cuStreamAddCallback (as in CUDA; cudaLaunchHostFunc is captured) during stream capture"
+  ;;
 runtime | driver | rpath)
-  app=graphs
-  [ "$case_name" = driver ] && app=drv_graphs
-  [ "$case_name" = rpath ] && app=graphs_rpath
   # shellcheck disable=SC2046
   rc=$(FERRY_STATS=1 FERRY_CONTROL=off run ref $(args $app))
   graphed ref "$rc"
   [ "$(value ref "graph launches")" -ge 100 ] || fail "fewer than 100 graph launches"
-  refused ref "cuMemcpyHtoDAsync (host to device) during stream capture is not supported by ferry; the capture is invalidated"
   if [ "$case_name" = runtime ]; then
     # a changed exec is sent once, with its next launch, however many
     # changes came before
@@ -65,9 +90,6 @@ runtime | driver | rpath)
   fi
   if [ "$case_name" = driver ]; then
     refused ref "cuGraphAddNode with edge data (from port 0, to port 1, type 0) is not supported by ferry"
-  fi
-  if [ "$case_name" != driver ]; then
-    refused ref "cudaLaunchHostFunc / cuLaunchHostFunc during stream capture is not supported by ferry"
   fi
   if [ "$case_name" = rpath ]; then
     # NVIDIA's runtime, ferry's driver, never ferry's runtime
@@ -79,20 +101,17 @@ runtime | driver | rpath)
     expect_not_in libs.err "is not supported by ferry; returning"
   fi
   ;;
-migrate | migrate_helper | driver_migrate | rpath_migrate)
-  app=graphs
-  case $case_name in
-  driver_*) app=drv_graphs ;;
-  rpath_*) app=graphs_rpath ;;
-  esac
-  [ "$case_name" = migrate_helper ] && export FERRY_MHELPER=always
+migrate | migrate_helper | driver_migrate | rpath_migrate | host_migrate | host_migrate_helper | \
+  host_driver_migrate | host_rpath_migrate)
+  case $case_name in *migrate_helper) export FERRY_MHELPER=always ;; esac
   # shellcheck disable=SC2046
   rc=$(FERRY_STATS=1 FERRY_CONTROL=off run ref $(args $app))
   graphed ref "$rc"
   want=$(value ref checksum) launches=$(value ref launches)
   if [ -n "${FERRY_MIGRATE_KS:-}" ]; then ks=$FERRY_MIGRATE_KS; else
     # launch 1 comes while a capture is under way (graphs.cu): the capture
-    # lives in the process and goes on after the move
+    # lives in the process and goes on after the move (graph_host: the
+    # first launch of a graph the client plays)
     r=$(shuf -i 2-"$launches" -n 2 | tr '\n' ' ')
     ks="1 $((launches / 2)) ${r% }"
     # drv_graphs: a move at the launch given a module variable's address
@@ -105,7 +124,7 @@ migrate | migrate_helper | driver_migrate | rpath_migrate)
     graphed "at$k" "$rc"
     same_checksum "at$k"
     migrated "at$k"
-    [ "$case_name" != migrate_helper ] || expect_in "at$k.err" "in ferry-mhelper pid"
+    case $case_name in *migrate_helper) expect_in "at$k.err" "in ferry-mhelper pid" ;; esac
   done
   ;;
 *) fail "unknown case" ;;

@@ -14,3 +14,6 @@ ferry_unit_test(test_exec_link ${CMAKE_CURRENT_LIST_DIR}/test_exec_link.c)
 target_link_libraries(test_exec_link PRIVATE ferry_executor ferry_sim)
 target_compile_definitions(test_exec_link PRIVATE UNIT_TWINS="$<TARGET_FILE:ferry_unit_twins>")
 add_dependencies(test_exec_link ferry_unit_twins)
+# CUDA IPC in the executor (exec_ipc.c) with a broker in memory
+ferry_unit_test(test_exec_ipc ${CMAKE_CURRENT_LIST_DIR}/test_exec_ipc.c)
+target_link_libraries(test_exec_ipc PRIVATE ferry_executor ferry_sim)

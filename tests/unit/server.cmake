@@ -12,3 +12,7 @@ target_link_libraries(test_graph_session PRIVATE ferry_transport ferry_protocol 
 target_compile_definitions(test_graph_session PRIVATE FERRY_SERVER_BIN="$<TARGET_FILE:ferry-server>"
                            UNIT_TWINS="$<TARGET_FILE:ferry_unit_twins>")
 add_dependencies(test_graph_session ferry-server ferry_unit_twins)
+# CUDA IPC's broker (server/broker.c): its table, every malformed message,
+# requests served over a socketpair with descriptors passed
+ferry_unit_test(test_broker ${CMAKE_SOURCE_DIR}/tests/unit/test_broker.c
+                ${CMAKE_SOURCE_DIR}/server/broker.c)

@@ -109,13 +109,14 @@ static void test_served_and_refused(void **state) {
     if (!served(must[i])) fail_msg("%s is not served", must[i]);
   }
   assert_true(served("cuGraphCreate"));
-  assert_false(served("cuGraphAddHostNode"));
+  assert_true(served("cuGraphAddHostNode"));
+  assert_false(served("cuGraphAddMemAllocNode"));
   assert_false(served("cuNoSuchCall"));
-  CUresult (*host_node)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
-                        const CUDA_HOST_NODE_PARAMS *) =
-      (CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_HOST_NODE_PARAMS *))
-          resolve("cuGraphAddHostNode", 13000, 0, 0, CU_GET_PROC_ADDRESS_SUCCESS);
-  assert_int_equal(host_node(NULL, NULL, NULL, 0, NULL), CUDA_ERROR_NOT_SUPPORTED);
+  CUresult (*alloc_node)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                         CUDA_MEM_ALLOC_NODE_PARAMS *) =
+      (CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUDA_MEM_ALLOC_NODE_PARAMS *))
+          resolve("cuGraphAddMemAllocNode", 13000, 0, 0, CU_GET_PROC_ADDRESS_SUCCESS);
+  assert_int_equal(alloc_node(NULL, NULL, NULL, 0, NULL), CUDA_ERROR_NOT_SUPPORTED);
 }
 
 /* every name NVIDIA's runtime resolves at start-up resolves here too, as

@@ -1,0 +1,114 @@
+#!/bin/sh
+# CUDA IPC end to end (tests/apps/ipc_pair): two programs whose vGPUs are
+# sessions of one ferry-server on the CPU simulation share memory and an
+# event through the server's broker; and what is refused: a handle whose
+# exporter was killed, a handle taken to a second server, a vGPU on a
+# local GPU (a ferry-mhelper), a migration while a handle is open.
+# usage: ipc.sh BUILD_DIR CASE
+set -u
+build=$(cd "$1" && pwd)
+case_name=$2
+work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-ipc.XXXXXX")
+e2e_name="e2e ipc"
+. "$(dirname "$0")/lib.sh"
+local_sim
+export FERRY_CONTROL_DIR="$work"
+mkdir "$work/h"
+
+start_server() {
+  start_sim_server
+  export FERRY_DEVICES="tcp://127.0.0.1:$port/0"
+}
+
+# exported: the exporter in the background wrote its handles
+exported() { test -s "$work/h/mem" && test -s "$work/h/event"; }
+
+# sessions_finished: how many sessions the server's log says have ended;
+# reaped: more than $ended of them
+sessions_finished() { grep -c "session from .* finished" "$work/server.log"; }
+reaped() { [ "$(sessions_finished)" -gt "$ended" ]; }
+
+case $case_name in
+pair)
+  start_server
+  app timeout 120 "$bin/ferry" run -- "$apps/ipc_pair" export "$work/h" >"$work/exp.out" 2>"$work/exp.err" &
+  bg_pid=$!
+  wait_for "the exporter's handles" exported
+  rc=$(run imp ipc_pair import "$work/h")
+  passed imp "$rc"
+  wait "$bg_pid"
+  rc=$?
+  bg_pid=
+  passed exp "$rc"
+  expect_not_in exp.err "ferry:"
+  expect_not_in imp.err "ferry:"
+  ;;
+exporter_killed)
+  start_server
+  app timeout 120 "$bin/ferry" run -- "$apps/ipc_pair" export "$work/h" hold >"$work/exp.out" 2>"$work/exp.err" &
+  bg_pid=$!
+  wait_for "the exporter's handles" exported
+  ended=$(sessions_finished)
+  # the program itself, not `ferry run`: its connection drops, its session ends
+  pid=$(sed -n 's/.* running pid \([0-9]*\).*/\1/p' "$work/exp.out")
+  [ -n "$pid" ] || fail "the exporter did not say its pid"
+  kill -KILL "$pid"
+  wait "$bg_pid"
+  bg_pid=
+  wait_for "the server to reap the exporter's session" reaped
+  rc=$(run open ipc_pair open "$work/h")
+  [ "$rc" = 0 ] || fail "open exited $rc"
+  expect_in open.out "^open: cudaErrorMapBufferObjectFailed"
+  expect_in open.err "the program that exported it ended"
+  [ "$(grep -c '^ferry:' "$work/open.err")" = 1 ] || fail "not exactly one line from ferry"
+  ;;
+other_server)
+  start_server
+  first=$port
+  app timeout 120 "$bin/ferry" run -- "$apps/ipc_pair" export "$work/h" hold >"$work/exp.out" 2>"$work/exp.err" &
+  bg_pid=$!
+  wait_for "the exporter's handles" exported
+  start_sim_server
+  rc=$(FERRY_DEVICES="tcp://127.0.0.1:$port/0" run open ipc_pair open "$work/h")
+  [ "$rc" = 0 ] || fail "open exited $rc"
+  expect_in open.out "^open: cudaErrorInvalidValue"
+  expect_in open.err "made on another ferry-server"
+  [ "$(grep -c '^ferry:' "$work/open.err")" = 1 ] || fail "not exactly one line from ferry"
+  # on the exporter's own server the same handle opens (the refusal was the server's)
+  rc=$(FERRY_DEVICES="tcp://127.0.0.1:$first/0" run open2 ipc_pair open "$work/h")
+  expect_in open2.out "^open: cudaSuccess"
+  touch "$work/h/stop"
+  wait "$bg_pid"
+  rc=$?
+  bg_pid=
+  passed exp "$rc"
+  ;;
+migrate_refused)
+  start_server
+  start exp ipc_pair export "$work/h" hold
+  wait_for "the exporter's handles" exported
+  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/mig.log" 2>&1 && fail "a migration with an IPC export open succeeded"
+  expect_in mig.log "shares memory or events with another program through CUDA IPC"
+  [ "$(wc -l <"$work/mig.log")" = 1 ] || fail "the refusal is not one line"
+  # status still answers, and the vGPU is where it was
+  status_json
+  json_has backend '"remote"'
+  touch "$work/h/stop"
+  wait "$bg_pid"
+  rc=$?
+  bg_pid=
+  passed exp "$rc"
+  expect_not_in exp.err "now runs on local GPU"
+  ;;
+helper_refused)
+  # a vGPU in a ferry-mhelper: no broker there, one line
+  rc=$(FERRY_DEVICES=local:0 run get ipc_pair get)
+  [ "$rc" = 0 ] || fail "get exited $rc"
+  expect_in get.out "^get: cudaErrorNotSupported"
+  expect_in get.err "runs on a local GPU in a ferry-mhelper"
+  ;;
+*)
+  fail "unknown case"
+  ;;
+esac
+echo "$e2e_name $case_name: PASSED"
