@@ -124,8 +124,16 @@ int ferry_x_ipc_mem_export(struct ferry_exec *ex, const struct ferry_ipc_mem_exp
       !exec_mapped_range(ex, a->addr, a->size))
     return EXEC_INVALID_VALUE;
   r->instance = ex->broker->instance;
+  /* whole mappings: CUDA maps an imported handle only from its start
+     (cuMemMap's offset must be 0; the H200 said CUDA_ERROR_NOT_SUPPORTED) */
+  size_t first = exec_map_after(ex, a->addr), last = first;
+  while (last + 1 < ex->nmaps && ex->maps[last + 1].addr < end)
+    last++;
+  uint64_t lo = ex->maps[first].addr, hi = ex->maps[last].addr + ex->maps[last].size;
+  r->at = lo;
+  r->span = hi - lo;
   for (size_t i = 0; i < ex->nexports; i++) /* the same range: the same key */
-    if (!ex->exports[i].event && ex->exports[i].addr == a->addr && ex->exports[i].size == a->size)
+    if (!ex->exports[i].event && ex->exports[i].addr == lo && ex->exports[i].size == hi - lo)
       return reply_key(ex, ex->exports[i].key, &r->key);
   if (!ex->ipc_fd) {
     r->refusal = FERRY_IPC_UNSHAREABLE;
@@ -135,19 +143,17 @@ int ferry_x_ipc_mem_export(struct ferry_exec *ex, const struct ferry_ipc_mem_exp
     r->refusal = FERRY_IPC_TOO_MANY;
     return EXEC_OK;
   }
-  struct ipc_meta m = {.kind = META_MEM, .range = a->size};
+  struct ipc_meta m = {.kind = META_MEM, .range = hi - lo};
   int fds[IPC_MAX_PIECES];
   int rc = EXEC_OK;
-  for (size_t i = exec_map_after(ex, a->addr); i < ex->nmaps && ex->maps[i].addr < end; i++) {
+  for (size_t i = first; i <= last; i++) {
     const struct exec_mapping *mp = &ex->maps[i];
     if (m.npieces == IPC_MAX_PIECES) {
       r->refusal = FERRY_IPC_TOO_MANY;
       break;
     }
-    uint64_t from = mp->addr > a->addr ? mp->addr : a->addr;
-    uint64_t to = mp->addr + mp->size < end ? mp->addr + mp->size : end;
     struct ipc_piece *p = &m.u.p[m.npieces];
-    *p = (struct ipc_piece){from - a->addr, to - from, from - mp->addr, mp->size};
+    *p = (struct ipc_piece){mp->addr - lo, mp->size, 0, mp->size};
     int fd = -1;
     CUresult res = ex->d->MemExportToShareableHandle(&fd, mp->handle,
                                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
@@ -157,7 +163,7 @@ int ferry_x_ipc_mem_export(struct ferry_exec *ex, const struct ferry_ipc_mem_exp
     }
     fds[m.npieces++] = fd;
   }
-  struct exec_ipc_export e = {.addr = a->addr, .size = a->size};
+  struct exec_ipc_export e = {.addr = lo, .size = hi - lo};
   if (!rc && !r->refusal) {
     int got = ex->broker->put(ex->broker->ctx, &m, sizeof m, fds, m.npieces, e.key);
     if (got < 0)
@@ -185,8 +191,7 @@ static int meta_ok(const struct ferry_exec *ex, const struct ipc_meta *m, size_t
   uint64_t at = 0;
   for (unsigned i = 0; i < m->npieces; i++) {
     const struct ipc_piece *p = &m->u.p[i];
-    if (p->at != at || p->len == 0 || p->len % ex->gran || p->hoff % ex->gran ||
-        p->hsize % ex->gran || p->hoff > p->hsize || p->len > p->hsize - p->hoff ||
+    if (p->at != at || p->len == 0 || p->len % ex->gran || p->hoff != 0 || p->hsize != p->len ||
         p->len > range - at)
       return 0;
     at += p->len;
@@ -276,6 +281,9 @@ int ferry_x_ipc_mem_import(struct ferry_exec *ex, const struct ferry_ipc_mem_imp
   }
   close_fds(fds, nfds);
   if (res != CUDA_SUCCESS) {
+    ferry_debug("ipc_mem_import: piece %u of %u (%llu bytes at +%llu) failed: CUresult %d", done,
+                m.npieces, (unsigned long long)m.u.p[done].len, (unsigned long long)m.u.p[done].at,
+                (int)res);
     unmap_import(ex, im, done, 1);
     return CU(res);
   }

@@ -370,6 +370,10 @@ CUresult sim_MemMap(CUdeviceptr ptr, size_t size, size_t offset,
       offset % SIM_GRANULARITY || offset > h->size || size > h->size - offset ||
       ptr + size < ptr || !find_reservation(ptr, ptr + size))
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  /* CUDA 13: "offset ... currently must be zero"; an imported handle
+     mapped from its middle failed on the H200 */
+  if (offset != 0)
+    return sim_leave(CUDA_ERROR_NOT_SUPPORTED);
   long i = range_floor(ptr + size - 1);
   if (i >= 0 && sim.ranges[i].end > ptr)
     return sim_leave(CUDA_ERROR_INVALID_VALUE); /* already mapped */

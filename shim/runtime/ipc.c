@@ -119,10 +119,13 @@ cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *dev_ptr) {
   rc = ferry_call(v, FERRY_CALL_ipc_mem_export, &a, &x, NULL);
   pthread_mutex_unlock(&v->arena_lock);
   if (!rc && x.refusal) rc = ferry_ipc_refusal("cudaIpcGetMemHandle", v, x.refusal);
-  if (!rc && (!x.key.ptr || x.key.len != FERRY_IPC_KEY_LEN)) rc = cudaErrorUnknown;
+  if (!rc && (!x.key.ptr || x.key.len != FERRY_IPC_KEY_LEN || x.at > lo || x.span % g ||
+              x.span < hi - x.at))
+    rc = cudaErrorUnknown;
   if (rc) return ferry_ret(rc);
+  /* what is shared is the whole server mappings around the allocation */
   struct ferry_ipc_handle h = {.magic = FERRY_IPC_MEM_MAGIC, .instance = x.instance,
-                               .offset = base - lo, .range = hi - lo, .size = size};
+                               .offset = base - x.at, .range = x.span, .size = size};
   memcpy(h.key, x.key.ptr, FERRY_IPC_KEY_LEN);
   pthread_mutex_lock(&ipc_lock);
   size_t i = 0;
@@ -230,6 +233,9 @@ cudaError_t cudaIpcOpenMemHandle(void **dev_ptr, cudaIpcMemHandle_t handle, unsi
     ferry_arena_unreserve(&v->arena, at);
   pthread_mutex_unlock(&v->arena_lock);
   if (c.refusal) rc = ferry_ipc_refusal("cudaIpcOpenMemHandle", v, c.refusal);
+  else if (rc)
+    ferry_log("cudaIpcOpenMemHandle: %s could not map the exported memory (%s)", v->url_text,
+              cudaGetErrorName((cudaError_t)rc));
   if (rc) return ferry_ret(rc);
   pthread_mutex_lock(&ipc_lock);
   struct ipc_import *im = &imports[nimports++]; /* room was made above; only this thread adds */

@@ -207,10 +207,40 @@ static void test_event(void **state) {
   assert_int_equal(drops_made, drops + 1); /* its export ends with it */
 }
 
+/* a range inside one server mapping shares the whole mapping (a driver
+   maps an imported handle only from its start), and reads the same bytes */
+static void test_whole_mapping(void **state) {
+  (void)state;
+  struct ferry_mem_map_args m = {ARENA + 96 * MiB, 6 * MiB};
+  assert_int_equal(call(FERRY_CALL_mem_map, &m, NULL), 0);
+  static unsigned char pat[2 * MiB], got[2 * MiB];
+  for (size_t i = 0; i < sizeof pat; i++) pat[i] = (unsigned char)(i * 13 + 1);
+  put_bytes(ARENA + 98 * MiB, pat, sizeof pat);
+  struct ferry_ipc_mem_export_args ea = {ARENA + 98 * MiB, 2 * MiB};
+  struct ferry_ipc_mem_export_rets er;
+  memset(&er, 0, sizeof er);
+  assert_int_equal(call(FERRY_CALL_ipc_mem_export, &ea, &er), 0);
+  assert_int_equal(er.refusal, 0);
+  assert_true(er.at == ARENA + 96 * MiB);
+  assert_true(er.span == 6 * MiB);
+  uint8_t key[16];
+  memcpy(key, er.key.ptr, 16);
+  struct ferry_ipc_mem_import_args ia = {0x1234, {key, 16}, ARENA + 112 * MiB, 6 * MiB};
+  struct ferry_ipc_mem_import_rets ir;
+  memset(&ir, 0, sizeof ir);
+  assert_int_equal(call(FERRY_CALL_ipc_mem_import, &ia, &ir), 0);
+  assert_int_equal(ir.refusal, 0);
+  get_bytes(ARENA + 114 * MiB, got, sizeof got);
+  assert_memory_equal(got, pat, sizeof pat);
+  struct ferry_ipc_mem_close_args ca = {ARENA + 112 * MiB};
+  assert_int_equal(call(FERRY_CALL_ipc_mem_close, &ca, NULL), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_memory),
       cmocka_unit_test(test_event),
+      cmocka_unit_test(test_whole_mapping),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
