@@ -28,7 +28,8 @@
 
 #define SHIM_NAME "libcudart.so.13"
 #define DRIVER_NAME "libcuda.so.1" /* the driver front end, beside it */
-#define CORE_NAME "libferry-client.so.0" /* the client, which both need */
+#define NVML_NAME "libnvidia-ml.so.1" /* NVML, counting the program's vGPUs */
+#define CORE_NAME "libferry-client.so.0" /* the client, which the front ends need */
 #ifndef FERRY_VERSION
 #define FERRY_VERSION "0.1"
 #endif
@@ -181,9 +182,10 @@ static int cmd_run(int argc, char **argv) {
             libdir, libdirs[0], libdir, libdirs[1]);
     return 2;
   }
-  /* both front ends and the core they need: a missing one would only show
-     as the loader's error, or as a program that stays on this machine */
-  static const char *const libs[] = {SHIM_NAME, DRIVER_NAME, CORE_NAME};
+  /* the front ends and the core they need: a missing one would only show
+     as the loader's error, or as a program that stays on this machine (or,
+     for NVML, that counts this machine's GPUs: docs/nvml.md) */
+  static const char *const libs[] = {SHIM_NAME, DRIVER_NAME, NVML_NAME, CORE_NAME};
   for (size_t k = 0; k < sizeof libs / sizeof libs[0]; k++) {
     snprintf(shim, sizeof shim, "%s/%s", libdir, libs[k]);
     if (access(shim, R_OK)) {

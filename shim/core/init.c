@@ -45,8 +45,24 @@ static int parse_local(const char *tok, char *err, size_t errlen) {
   return (int)n;
 }
 
-static int parse_devices(void) {
+/* one configured device: a server's GPU, or local:N (start_gpu >= 0) */
+struct device_entry {
+  struct ferry_url url;
+  int start_gpu;
+};
+
+/* FERRY_DEVICES (or the rCUDA variables) into dev[FERRY_MAX_VGPUS], their
+   number into *count; 0 or a cudaError_t. quiet: no line for what is wrong
+   (ferry_configured_devices reads them again and again; the start-up that
+   connects says it once). */
+static int devices_from_env(struct device_entry *dev, int *count, int quiet) {
   char err[256], shown[FERRY_ECHO_MAX + 4];
+#define SAY(...)                                                                                   \
+  do {                                                                                             \
+    if (!quiet) ferry_log(__VA_ARGS__);                                                            \
+  } while (0)
+  *count = 0;
+  for (int i = 0; i < FERRY_MAX_VGPUS; i++) dev[i] = (struct device_entry){.start_gpu = -1};
   const char *list = getenv("FERRY_DEVICES");
   const char *rcount = getenv("RCUDA_DEVICE_COUNT");
   if (list && *list) {
@@ -55,32 +71,32 @@ static int parse_devices(void) {
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
       while (*tok == ' ') tok++;
       if (!*tok) continue;
-      if (ferry.count == FERRY_MAX_VGPUS) {
-        ferry_log("FERRY_DEVICES lists more than %d devices", FERRY_MAX_VGPUS);
+      if (*count == FERRY_MAX_VGPUS) {
+        SAY("FERRY_DEVICES lists more than %d devices", FERRY_MAX_VGPUS);
         free(copy);
         return cudaErrorInvalidValue;
       }
-      struct ferry_vgpu *v = &ferry.vgpus[ferry.count];
+      struct device_entry *v = &dev[*count];
       if (!strncmp(tok, "local:", 6)) {
         if ((v->start_gpu = parse_local(tok, err, sizeof err)) < 0) {
-          ferry_log("FERRY_DEVICES entry %d '%s': %s", ferry.count,
-                    ferry_echo(tok, strlen(tok), shown, sizeof shown), err);
+          SAY("FERRY_DEVICES entry %d '%s': %s", *count,
+              ferry_echo(tok, strlen(tok), shown, sizeof shown), err);
           free(copy);
           return cudaErrorNoDevice;
         }
       } else if (ferry_url_parse(tok, &v->url, err, sizeof err)) {
-        ferry_log("FERRY_DEVICES entry %d: %s", ferry.count, err); /* err quotes it */
+        SAY("FERRY_DEVICES entry %d: %s", *count, err); /* err quotes it */
         free(copy);
         return cudaErrorNoDevice;
       }
-      ferry.count++;
+      (*count)++;
     }
     free(copy);
   } else if (rcount && *rcount) {
     char *end;
     long n = strtol(rcount, &end, 10);
     if (*end || n < 1 || n > FERRY_MAX_VGPUS) {
-      ferry_log("RCUDA_DEVICE_COUNT='%s' must be a number from 1 to %d", rcount, FERRY_MAX_VGPUS);
+      SAY("RCUDA_DEVICE_COUNT='%s' must be a number from 1 to %d", rcount, FERRY_MAX_VGPUS);
       return cudaErrorNoDevice;
     }
     const char *scheme = getenv("FERRY_TRANSPORT");
@@ -90,27 +106,46 @@ static int parse_devices(void) {
       snprintf(name, sizeof name, "RCUDA_DEVICE_%d", i);
       const char *val = getenv(name);
       if (!val || !*val) {
-        ferry_log("RCUDA_DEVICE_COUNT=%ld but %s is not set (expected host[@port]:gpu)", n, name);
+        SAY("RCUDA_DEVICE_COUNT=%ld but %s is not set (expected host[@port]:gpu)", n, name);
         return cudaErrorNoDevice;
       }
-      if (ferry_url_parse_rcuda(val, scheme, &ferry.vgpus[i].url, err, sizeof err)) {
-        ferry_log("%s: %s", name, err); /* err quotes the value */
+      if (ferry_url_parse_rcuda(val, scheme, &dev[i].url, err, sizeof err)) {
+        SAY("%s: %s", name, err); /* err quotes the value */
         return cudaErrorNoDevice;
       }
-      ferry.count++;
+      (*count)++;
     }
   } else {
-    ferry_log("no remote GPU configured: set FERRY_DEVICES=tcp://host:%d/0 (or RCUDA_DEVICE_COUNT "
-              "and RCUDA_DEVICE_<i>=host[@port]:gpu)",
-              FERRY_DEFAULT_PORT);
+    SAY("no remote GPU configured: set FERRY_DEVICES=tcp://host:%d/0 (or RCUDA_DEVICE_COUNT "
+        "and RCUDA_DEVICE_<i>=host[@port]:gpu)",
+        FERRY_DEFAULT_PORT);
     return cudaErrorNoDevice;
   }
-  if (ferry.count == 0) {
-    ferry_log("FERRY_DEVICES lists no device");
+  if (*count == 0) {
+    SAY("FERRY_DEVICES lists no device");
     return cudaErrorNoDevice;
   }
+#undef SAY
+  return 0;
+}
+
+/* the vGPUs the program gets, read from the environment alone: no server
+   is reached, nothing is started (the NVML front end's device count) */
+int ferry_configured_devices(void) {
+  struct device_entry dev[FERRY_MAX_VGPUS];
+  int n;
+  return devices_from_env(dev, &n, 1) ? 0 : n;
+}
+
+static int parse_devices(void) {
+  struct device_entry dev[FERRY_MAX_VGPUS];
+  int n, rc = devices_from_env(dev, &n, 0);
+  if (rc) return rc;
+  ferry.count = n;
   for (int i = 0; i < ferry.count; i++) {
     struct ferry_vgpu *v = &ferry.vgpus[i];
+    v->url = dev[i].url;
+    v->start_gpu = dev[i].start_gpu;
     if (v->url.gpu < 0) v->url.gpu = 0;
     if (v->start_gpu >= 0) snprintf(v->url_text, sizeof v->url_text, "local:%d", v->start_gpu);
     else ferry_url_format(&v->url, v->url_text, sizeof v->url_text);

@@ -172,6 +172,9 @@ struct ferry_thread *ferry_thread(void);
 
 /* connects to every configured server on first use; 0 or a cudaError_t */
 int ferry_ensure_init(void);
+/* how many vGPUs FERRY_DEVICES (or the rCUDA variables) names, 0 when it is
+   unset or wrong; reads the environment only, connects to nothing */
+int ferry_configured_devices(void);
 /* the current vGPU of this thread, or NULL with the error in *err */
 struct ferry_vgpu *ferry_current(int *err);
 

@@ -65,6 +65,7 @@ deb)
   expect_in contents.log " ./lib/systemd/system/ferry-server.service$"
   expect_in contents.log " ./usr/lib/ferry/libcudart.so.13$"
   expect_in contents.log " ./usr/lib/ferry/libcuda.so.1$"
+  expect_in contents.log " ./usr/lib/ferry/libnvidia-ml.so.1$"
   expect_in contents.log " ./usr/lib/ferry/libferry-client.so.0$"
   dpkg -x "$deb" "$work/root" || fail "dpkg -x failed"
   prefix=$work/root/usr
@@ -83,10 +84,12 @@ done
   fail "bin/ holds more than the three programs: $(ls "$prefix/bin" | tr '\n' ' ')"
 [ -f "$prefix/lib/ferry/libcudart.so.13" ] || fail "no lib/ferry/libcudart.so.13"
 [ -f "$prefix/lib/ferry/libcuda.so.1" ] || fail "no lib/ferry/libcuda.so.1"
+[ -f "$prefix/lib/ferry/libnvidia-ml.so.1" ] || fail "no lib/ferry/libnvidia-ml.so.1"
 [ -f "$prefix/lib/ferry/libferry-client.so.0" ] || fail "no lib/ferry/libferry-client.so.0"
 # in lib/ itself they would shadow NVIDIA's runtime and driver for every program
 for f in "$prefix"/lib/libcudart* "$prefix"/lib64/libcudart* "$prefix"/lib/*/libcudart.so* \
-  "$prefix"/lib/libcuda.so* "$prefix"/lib64/libcuda.so* "$prefix"/lib/*/libcuda.so*; do
+  "$prefix"/lib/libcuda.so* "$prefix"/lib64/libcuda.so* "$prefix"/lib/*/libcuda.so* \
+  "$prefix"/lib/libnvidia-ml.so* "$prefix"/lib64/libnvidia-ml.so* "$prefix"/lib/*/libnvidia-ml.so*; do
   case $f in */lib/ferry/*) continue ;; esac
   [ ! -e "$f" ] || fail "$f would shadow NVIDIA's runtime"
 done
@@ -110,7 +113,7 @@ if [ -z "$sanitized" ]; then
   done
   # each front end needs the core alone, found next to it: never a library
   # named like NVIDIA's, so either loads beside NVIDIA's other one
-  for front in libcudart.so.13 libcuda.so.1; do
+  for front in libcudart.so.13 libcuda.so.1 libnvidia-ml.so.1; do
     readelf -d "$prefix/lib/ferry/$front" >"$work/elf.log" || fail "readelf $front failed"
     needed=$(sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' "$work/elf.log" | tr '\n' ' ')
     [ "$needed" = "libferry-client.so.0 " ] || fail "$front needs '$needed', expected libferry-client.so.0 alone"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The client's rooms and the doors between them (docs/architecture.md):
-#   driver front end -> runtime front end -> migration -> core
+#   NVML front end -> driver front end -> runtime front end -> migration -> core
 # A room may include and call its own files and the rooms after it, never
 # those before it; upward calls go through the core's hooks (hooks.h). The
 # folders below the client (recorder, protocol, transport, replay, executor,
@@ -8,7 +8,7 @@
 # replay/, which is migration's. Checked on the source (#include lines) and
 # on the objects (every symbol a room's objects use, against the room whose
 # objects define it).
-# usage: doors.sh SOURCE_DIR ROOM=OBJ[:OBJ...] ...   (ROOM: core migrate runtime driver)
+# usage: doors.sh SOURCE_DIR ROOM=OBJ[:OBJ...] ...   (ROOM: core migrate runtime driver nvml)
 set -u
 src=$1
 shift
@@ -16,12 +16,12 @@ bad=0
 say() { echo "doors: $*"; bad=1; }
 rank() {
   case $1 in
-  core) echo 1 ;; migrate) echo 2 ;; runtime) echo 3 ;; driver) echo 4 ;; *) echo 0 ;;
+  core) echo 1 ;; migrate) echo 2 ;; runtime) echo 3 ;; driver) echo 4 ;; nvml) echo 5 ;; *) echo 0 ;;
   esac
 }
 
 # ---- includes ----
-for room in core migrate runtime driver; do
+for room in core migrate runtime driver nvml; do
   r=$(rank "$room")
   for f in "$src"/shim/"$room"/*.[ch]; do
     for inc in $(sed -n 's/^#include "\(shim\/[a-z]*\)\/.*/\1/p' "$f" | sort -u); do
@@ -55,7 +55,7 @@ for arg in "$@"; do
 done
 [ -s "$defs" ] || { echo "doors: no objects given" >&2; exit 2; }
 up=$(awk '
-  function rank(x) { return x == "core" ? 1 : x == "migrate" ? 2 : x == "runtime" ? 3 : 4 }
+  function rank(x) { return x == "core" ? 1 : x == "migrate" ? 2 : x == "runtime" ? 3 : x == "driver" ? 4 : 5 }
   NR == FNR { room[$1] = $2; file[$1] = $3; next }
   ($1 in room) && rank(room[$1]) > rank($2) { printf "%s (%s) uses %s of %s (%s)\n", $3, $2, $1, file[$1], room[$1] }
 ' "$defs" "$uses" | sort -u)

@@ -1,0 +1,160 @@
+/*
+ * Asks NVML what PyTorch asks it, as PyTorch does (dlopen of
+ * "libnvidia-ml.so.1", no nvml.h), then asks the same of the driver
+ * (dlopen of "libcuda.so.1") and prints both, so that nvml.sh can check
+ * that through ferry NVML says what CUDA says. Needs neither header: the
+ * few types it uses are declared here.
+ *   nvml_query count   nvmlInit_v2 and nvmlDeviceGetCount_v2 only (CUDA is
+ *                      never opened)
+ *   nvml_query all     and per device: name, UUID, memory, PCI address,
+ *                      compute capability from NVML and from the driver;
+ *                      an index out of range; a call ferry does not serve
+ * Lines: "key: value"; "FAIL ..." on a broken expectation; "PASSED" at the
+ * end of a run whose own checks held.
+ */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef void *nvml_dev;
+struct nvml_memory {
+  unsigned long long total, free, used;
+};
+struct nvml_pci {
+  char bus_id_legacy[16];
+  unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
+  char bus_id[32];
+};
+struct cu_uuid {
+  unsigned char bytes[16];
+};
+enum { NVML_ERROR_INVALID_ARGUMENT = 2, NVML_ERROR_NOT_SUPPORTED = 3 };
+enum { CU_ATTR_CC_MAJOR = 75, CU_ATTR_CC_MINOR = 76 };
+
+static void *nvml, *cuda;
+static int failed;
+
+static void *sym(void *lib, const char *name) {
+  void *p = dlsym(lib, name);
+  if (!p) {
+    printf("FAIL no %s: %s\n", name, dlerror());
+    failed = 1;
+  }
+  return p;
+}
+#define NVML(name, ...) ((int (*)())sym(nvml, name))(__VA_ARGS__)
+#define CU(name, ...) ((int (*)())sym(cuda, name))(__VA_ARGS__)
+
+static void check(int ok, const char *what) {
+  if (!ok) {
+    printf("FAIL %s\n", what);
+    failed = 1;
+  }
+}
+
+int main(int argc, char **argv) {
+  int all = argc > 1 && !strcmp(argv[1], "all");
+  nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+  if (!nvml) {
+    printf("FAIL dlopen libnvidia-ml.so.1: %s\n", dlerror());
+    return 1;
+  }
+  Dl_info where;
+  void *init = sym(nvml, "nvmlInit_v2");
+  if (init && dladdr(init, &where)) printf("nvml library: %s\n", where.dli_fname);
+  int rc = NVML("nvmlInit_v2");
+  printf("nvmlInit_v2: %d\n", rc);
+  unsigned count = 0;
+  rc = NVML("nvmlDeviceGetCount_v2", &count);
+  printf("nvmlDeviceGetCount_v2: %d count %u\n", rc, count);
+  if (!all) return rc;
+
+  cuda = dlopen("libcuda.so.1", RTLD_NOW);
+  if (!cuda) {
+    printf("FAIL dlopen libcuda.so.1: %s\n", dlerror());
+    return 1;
+  }
+  check(CU("cuInit", 0u) == 0, "cuInit");
+  int cu_count = -1;
+  check(CU("cuDeviceGetCount", &cu_count) == 0, "cuDeviceGetCount");
+  printf("cuDeviceGetCount: %d\n", cu_count);
+  check((int)count == cu_count, "NVML and CUDA count differently");
+
+  for (unsigned i = 0; i < count; i++) {
+    nvml_dev dev = NULL;
+    char name[96] = "", cu_name[96] = "", uuid[96] = "", cu_uuid_text[96];
+    check(NVML("nvmlDeviceGetHandleByIndex_v2", i, &dev) == 0, "nvmlDeviceGetHandleByIndex_v2");
+    unsigned index = 99;
+    check(NVML("nvmlDeviceGetIndex", dev, &index) == 0 && index == i, "nvmlDeviceGetIndex");
+    check(NVML("nvmlDeviceGetName", dev, name, (unsigned)sizeof name) == 0, "nvmlDeviceGetName");
+    check(CU("cuDeviceGetName", cu_name, (int)sizeof cu_name, (int)i) == 0, "cuDeviceGetName");
+    printf("device %u name: nvml '%s' cuda '%s'\n", i, name, cu_name);
+    check(name[0] && !strcmp(name, cu_name), "names differ");
+
+    check(NVML("nvmlDeviceGetUUID", dev, uuid, (unsigned)sizeof uuid) == 0, "nvmlDeviceGetUUID");
+    struct cu_uuid u;
+    check(CU("cuDeviceGetUuid", &u, (int)i) == 0, "cuDeviceGetUuid");
+    const unsigned char *b = u.bytes;
+    snprintf(cu_uuid_text, sizeof cu_uuid_text,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
+    printf("device %u uuid: nvml %s cuda %s\n", i, uuid, cu_uuid_text);
+    check(!strcmp(uuid, cu_uuid_text), "UUIDs differ");
+    nvml_dev by_uuid = NULL;
+    check(NVML("nvmlDeviceGetHandleByUUID", uuid, &by_uuid) == 0 && by_uuid == dev,
+          "nvmlDeviceGetHandleByUUID");
+
+    struct nvml_memory m;
+    size_t cu_total = 0, cu_free = 0, cu_total2 = 0;
+    check(NVML("nvmlDeviceGetMemoryInfo", dev, &m) == 0, "nvmlDeviceGetMemoryInfo");
+    check(CU("cuDeviceTotalMem_v2", &cu_total, (int)i) == 0, "cuDeviceTotalMem");
+    void *ctx = NULL;
+    check(CU("cuDevicePrimaryCtxRetain", &ctx, (int)i) == 0, "cuDevicePrimaryCtxRetain");
+    check(CU("cuCtxSetCurrent", ctx) == 0, "cuCtxSetCurrent");
+    check(CU("cuMemGetInfo_v2", &cu_free, &cu_total2) == 0, "cuMemGetInfo");
+    printf("device %u memory: nvml total %llu free %llu used %llu cuda total %zu free %zu\n", i,
+           m.total, m.free, m.used, cu_total, cu_free);
+    check(m.total == cu_total && m.total > 0, "total memory differs");
+    check(m.free == cu_free && m.used == m.total - m.free, "free memory differs");
+
+    struct nvml_pci p;
+    char cu_bus[64] = "";
+    check(NVML("nvmlDeviceGetPciInfo_v3", dev, &p) == 0, "nvmlDeviceGetPciInfo_v3");
+    check(CU("cuDeviceGetPCIBusId", cu_bus, (int)sizeof cu_bus, (int)i) == 0, "cuDeviceGetPCIBusId");
+    printf("device %u pci: nvml %s cuda %s\n", i, p.bus_id, cu_bus);
+    check(!strcmp(p.bus_id, cu_bus), "PCI bus ids differ");
+
+    int major = -1, minor = -1, cu_major = -2, cu_minor = -2;
+    check(NVML("nvmlDeviceGetCudaComputeCapability", dev, &major, &minor) == 0,
+          "nvmlDeviceGetCudaComputeCapability");
+    CU("cuDeviceGetAttribute", &cu_major, CU_ATTR_CC_MAJOR, (int)i);
+    CU("cuDeviceGetAttribute", &cu_minor, CU_ATTR_CC_MINOR, (int)i);
+    printf("device %u cc: nvml %d.%d cuda %d.%d\n", i, major, minor, cu_major, cu_minor);
+    check(major == cu_major && minor == cu_minor, "compute capabilities differ");
+  }
+
+  int nvml_cuda = 0, cu_version = 0;
+  check(NVML("nvmlSystemGetCudaDriverVersion", &nvml_cuda) == 0, "nvmlSystemGetCudaDriverVersion");
+  check(CU("cuDriverGetVersion", &cu_version) == 0, "cuDriverGetVersion");
+  printf("cuda driver version: nvml %d cuda %d\n", nvml_cuda, cu_version);
+  check(nvml_cuda == cu_version, "CUDA driver versions differ");
+
+  nvml_dev dev = NULL;
+  rc = NVML("nvmlDeviceGetHandleByIndex_v2", count, &dev);
+  printf("out of range index %u: %d\n", count, rc);
+  check(rc == NVML_ERROR_INVALID_ARGUMENT, "an index out of range was not refused");
+
+  /* twice: the line is said once */
+  unsigned milliwatts;
+  NVML("nvmlDeviceGetHandleByIndex_v2", 0u, &dev);
+  rc = NVML("nvmlDeviceGetPowerUsage", dev, &milliwatts);
+  int rc2 = NVML("nvmlDeviceGetPowerUsage", dev, &milliwatts);
+  printf("nvmlDeviceGetPowerUsage: %d %d (%s)\n", rc, rc2,
+         ((const char *(*)(int))sym(nvml, "nvmlErrorString"))(rc));
+  check(rc == NVML_ERROR_NOT_SUPPORTED && rc2 == rc, "an unserved call did not say NOT_SUPPORTED");
+  check(NVML("nvmlShutdown") == 0, "nvmlShutdown");
+  if (!failed) printf("PASSED\n");
+  return failed;
+}
