@@ -153,6 +153,34 @@ void broker_table_free(struct broker_table *t) {
   t->cap = 0;
 }
 
+ssize_t broker_send(int sock, const struct broker_hdr *h, const void *meta, const int *fds,
+                    int flags) {
+  struct iovec iov[2] = {{(void *)h, sizeof *h}, {(void *)meta, h->meta_len}};
+  union {
+    char buf[CMSG_SPACE(BROKER_MAX_FDS * sizeof(int))];
+    struct cmsghdr align;
+  } c;
+  struct msghdr m = {.msg_iov = iov, .msg_iovlen = h->meta_len ? 2 : 1};
+  if (h->nfds > BROKER_MAX_FDS) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (h->nfds) {
+    m.msg_control = c.buf;
+    m.msg_controllen = CMSG_SPACE(h->nfds * sizeof(int));
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(h->nfds * sizeof(int));
+    memcpy(CMSG_DATA(cm), fds, h->nfds * sizeof(int));
+  }
+  ssize_t w;
+  do
+    w = sendmsg(sock, &m, flags | MSG_NOSIGNAL);
+  while (w < 0 && errno == EINTR);
+  return w;
+}
+
 /* a reply, with fds beside it; never blocks (the session waits for it, so
    its socket has room; if not, it does without and times out) */
 static void reply(int sock, uint32_t status, const uint8_t *key, const void *meta,
@@ -161,25 +189,7 @@ static void reply(int sock, uint32_t status, const uint8_t *key, const void *met
                          .status = status, .meta_len = meta_len};
   if (key)
     memcpy(h.key, key, FERRY_IPC_KEY_LEN);
-  struct iovec iov[2] = {{&h, sizeof h}, {(void *)meta, meta_len}};
-  union {
-    char buf[CMSG_SPACE(BROKER_MAX_FDS * sizeof(int))];
-    struct cmsghdr align;
-  } c;
-  struct msghdr m = {.msg_iov = iov, .msg_iovlen = meta_len ? 2 : 1};
-  if (nfds) {
-    m.msg_control = c.buf;
-    m.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-    memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
-  }
-  ssize_t w;
-  do
-    w = sendmsg(sock, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
-  while (w < 0 && errno == EINTR);
+  broker_send(sock, &h, meta, fds, MSG_DONTWAIT);
 }
 
 int broker_serve(struct broker_table *t, int sock, pid_t owner, char *why, size_t n) {

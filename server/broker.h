@@ -74,6 +74,11 @@ void broker_table_free(struct broker_table *t);
    with nothing, the channel stays). */
 int broker_serve(struct broker_table *t, int sock, pid_t owner, char *why, size_t n);
 
+/* sends h, its meta_len bytes of meta and its nfds descriptors as one
+   message (flags: sendmsg's, MSG_NOSIGNAL added); sendmsg's answer */
+ssize_t broker_send(int sock, const struct broker_hdr *h, const void *meta, const int *fds,
+                    int flags);
+
 /* 128 random bits (getrandom); 0 or -1 */
 int broker_random(void *buf, size_t n);
 

@@ -22,25 +22,7 @@ static int send_req(int sock, uint16_t op, const uint8_t *key, const void *meta,
                          .meta_len = meta_len};
   if (key)
     memcpy(h.key, key, FERRY_IPC_KEY_LEN);
-  struct iovec iov[2] = {{&h, sizeof h}, {(void *)meta, meta_len}};
-  union {
-    char buf[CMSG_SPACE(BROKER_MAX_FDS * sizeof(int))];
-    struct cmsghdr align;
-  } c;
-  struct msghdr m = {.msg_iov = iov, .msg_iovlen = meta_len ? 2 : 1};
-  if (nfds) {
-    m.msg_control = c.buf;
-    m.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-    memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
-  }
-  ssize_t w;
-  do
-    w = sendmsg(sock, &m, MSG_NOSIGNAL);
-  while (w < 0 && errno == EINTR);
+  ssize_t w = broker_send(sock, &h, meta, fds, 0);
   if (w < 0)
     ferry_log("CUDA IPC: the server's broker cannot be reached: %s", strerror(errno));
   return w < 0 ? -1 : 0;

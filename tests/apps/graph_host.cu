@@ -28,26 +28,7 @@ static const int N = 4096;
 static const int ROW = 1024, ROWS = N * 4 / ROW, PITCH = 1536; // the pitched host buffer
 static int failures, launches, graph_launches, played_kernels, device_graph_launches;
 
-// x[i] = x[i] * a + b (graphs.cu's kernels: the same CPU twins)
-__global__ void g_axpb(unsigned *x, int n, unsigned a, unsigned b) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) x[i] = x[i] * a + b;
-}
-// dst[i] += src[i]
-__global__ void g_add(unsigned *dst, const unsigned *src, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) dst[i] += src[i];
-}
-
-#define EXPECT(cond, ...)                                                                     \
-  do {                                                                                      \
-    if (!(cond)) {                                                                          \
-      printf("FAIL line %d: ", __LINE__);                                                   \
-      printf(__VA_ARGS__);                                                                  \
-      printf("\n");                                                                         \
-      failures++;                                                                           \
-    }                                                                                       \
-  } while (0)
+#include "graph_kernels.h"
 
 static const dim3 grid((N + 255) / 256), block(256);
 

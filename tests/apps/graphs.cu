@@ -26,26 +26,7 @@ static int failures, launches, graph_launches;
 static int instantiations, sent_changed;
 static cudaGraphExec_t changed_exec;
 
-// x[i] = x[i] * a + b
-__global__ void g_axpb(unsigned *x, int n, unsigned a, unsigned b) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) x[i] = x[i] * a + b;
-}
-// dst[i] += src[i]
-__global__ void g_add(unsigned *dst, const unsigned *src, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) dst[i] += src[i];
-}
-
-#define EXPECT(cond, ...)                                                                     \
-  do {                                                                                      \
-    if (!(cond)) {                                                                          \
-      printf("FAIL line %d: ", __LINE__);                                                   \
-      printf(__VA_ARGS__);                                                                  \
-      printf("\n");                                                                         \
-      failures++;                                                                           \
-    }                                                                                       \
-  } while (0)
+#include "graph_kernels.h"
 /* a call CUDA refuses, with an error ferry gives as want (CUDA's own may
    differ where its documentation names none) */
 #define EXPECT_FAILS(call)                                                                  \

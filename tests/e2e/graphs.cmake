@@ -12,6 +12,7 @@ add_custom_command(
   COMMAND ${FERRY_NVCC} -cudart shared -arch=sm_90 -O2 -o ${FERRY_APP_DIR}/graph_host
           ${CMAKE_SOURCE_DIR}/tests/apps/graph_host.cu
   DEPENDS ${CMAKE_SOURCE_DIR}/tests/apps/graph_host.cu ${CMAKE_SOURCE_DIR}/tests/apps/cuda_check.h
+          ${CMAKE_SOURCE_DIR}/tests/apps/graph_kernels.h
   COMMENT "nvcc -cudart shared graph_host.cu"
   VERBATIM)
 add_custom_command(

@@ -139,29 +139,11 @@ static void test_parse(void **state) {
 /* sends a request with fds over s */
 static void send_req(int s, uint16_t op, const uint8_t *key, const char *meta, const int *fds,
                      unsigned nfds) {
-  char buf[512];
   size_t ml = meta ? strlen(meta) : 0;
   struct broker_hdr h = {.magic = BROKER_MAGIC, .op = op, .nfds = (uint16_t)nfds,
                          .meta_len = (uint32_t)ml};
   if (key) memcpy(h.key, key, FERRY_IPC_KEY_LEN);
-  memcpy(buf, &h, sizeof h);
-  memcpy(buf + sizeof h, meta ? meta : "", ml);
-  struct iovec iov = {buf, sizeof h + ml};
-  union {
-    char b[CMSG_SPACE(8 * sizeof(int))];
-    struct cmsghdr a;
-  } c;
-  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-  if (nfds) {
-    m.msg_control = c.b;
-    m.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-    memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
-  }
-  assert_true(sendmsg(s, &m, 0) > 0);
+  assert_true(broker_send(s, &h, meta, fds, 0) > 0);
 }
 
 /* the reply: its header, with received fds in fds */
