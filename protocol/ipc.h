@@ -14,6 +14,9 @@
 #define FERRY_IPC_KEY_LEN 16
 #define FERRY_IPC_MEM_MAGIC 0x4d435049u /* "IPCM" */
 #define FERRY_IPC_EVENT_MAGIC 0x45435049u /* "IPCE" */
+/* a program VMM handle's record, in the memfd cuMemExportToShareableHandle
+   gives (common/ipc_fd.h): a whole server mapping, offset 0, range = size */
+#define FERRY_IPC_VMM_MAGIC 0x56435049u /* "IPCV" */
 
 /* the handle's bytes, little-endian as the host's; 64 bytes like CUDA's */
 struct ferry_ipc_handle {

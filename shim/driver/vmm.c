@@ -17,16 +17,29 @@
  * moved the same way into a reservation of its own. Releasing a handle
  * that is still mapped keeps its memory until it is unmapped.
  *
+ * Shareable handles (POSIX file descriptors) between programs whose vGPUs
+ * are on one ferry-server: an export is CUDA IPC's (runtime/ipc.c) of the
+ * handle's server mapping, whole, handed to the program as a sealed memfd
+ * holding ferry's record (common/ipc_fd.h). A handle not mapped yet gets
+ * its memory at export, parked in a reservation of its own, and from then
+ * on its memory stays where importers share it: mapping it elsewhere is
+ * refused, and a freed reservation holding its parked memory stays, the
+ * handle's, until the handle goes. An imported handle has no memory of
+ * its own: cuMemMap is the server's ipc_mem_import at that address, and
+ * cuMemUnmap its ipc_mem_close. Both keep the vGPU from migrating.
+ *
  * Not served (one line each): a handle mapped at two addresses at once,
  * partial maps, access for another device, fabric/Win32 handle types, and
- * (weak stubs) export/import of shareable handles, arrays and multicast.
+ * (weak stubs) arrays and multicast.
  *
  * Lock order: vmm_lock, then a vGPU's arena_lock (then its gate, in
  * ferry_call), as cudaMalloc and migration take them.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/ipc_fd.h"
 #include "common/log.h"
 #include "shim/driver/cu.h"
 
@@ -48,7 +61,11 @@ struct vmm_handle {
   int mapped;        /* the program's mapping is at `at` (else parked there) */
   int access;        /* cuMemSetAccess gave its device read/write */
   uint64_t own_resv; /* a reservation of its own it was moved into, or 0 */
+  int share;         /* SHARE_*: exported or imported, counted in ipc_open */
+  uint64_t instance; /* shared: the server's id and the broker's key */
+  uint8_t key[FERRY_IPC_KEY_LEN];
 };
+enum { SHARE_NONE, SHARE_EXPORTED, SHARE_IMPORTED };
 
 static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct vmm_handle *handles;
@@ -98,7 +115,8 @@ static CUresult handle_new(size_t *out) {
 }
 
 static void handle_drop(struct vmm_handle *e) {
-  if (!e->at) pending[e->vgpu] -= e->size;
+  if (!e->at && e->share != SHARE_IMPORTED) pending[e->vgpu] -= e->size;
+  if (e->share) __atomic_sub_fetch(&ferry.vgpus[e->vgpu].ipc_open, 1, __ATOMIC_ACQ_REL);
   e->used = 0;
   free_slots[nfree_slots++] = (size_t)(e - handles);
 }
@@ -126,15 +144,29 @@ static CUresult move_memory(struct ferry_vgpu *v, struct vmm_handle *e, uint64_t
   return CUDA_SUCCESS;
 }
 
-/* a parked handle's memory leaves [lo, hi) for a reservation of its own */
-static CUresult evict_parked(struct ferry_vgpu *v, uint64_t lo, uint64_t hi) {
-  for (;;) {
-    size_t i = ferry_arena_first_after(&v->arena, lo);
+/* a parked handle's memory leaves [lo, hi) for a reservation of its own.
+   An exported handle's memory stays where importers map it: when the
+   reservation resv is being freed, that reservation becomes its own (the
+   last such handle freed gives it back; *kept counts them), else
+   (a new mapping in the way) the move is refused */
+static CUresult evict_parked(struct ferry_vgpu *v, uint64_t lo, uint64_t hi, uint64_t resv,
+                             int *kept) {
+  for (uint64_t from = lo;;) {
+    size_t i = ferry_arena_first_after(&v->arena, from);
     while (i < v->arena.nregions && v->arena.regions[i].addr < hi && !v->arena.regions[i].parked) i++;
     if (i == v->arena.nregions || v->arena.regions[i].addr >= hi) return CUDA_SUCCESS;
     uint64_t value = v->arena.regions[i].handle, to;
     struct vmm_handle *e = handle_of(value);
     if (!e) return CUDA_ERROR_INVALID_VALUE; /* cannot be: parked regions are live handles' */
+    if (e->share == SHARE_EXPORTED) {
+      if (!resv)
+        return ferry_cu_unsupported("cuMemMap over the parked memory of an exported handle "
+                                    "(importers map it there; it cannot move)");
+      e->own_resv = resv;
+      (*kept)++;
+      from = v->arena.regions[i].addr + v->arena.regions[i].size;
+      continue;
+    }
     if (ferry_arena_reserve(&v->arena, e->size, 0, 0, &to)) return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = move_memory(v, e, value, to); /* gives an older own reservation back */
     if (rc) {
@@ -160,6 +192,32 @@ static int free_memory(struct ferry_vgpu *v, struct vmm_handle *e) {
   int rc = ferry_arena_unmap_at(&v->arena, e->at, &be);
   if (!rc && e->own_resv) ferry_arena_unreserve(&v->arena, e->own_resv);
   return rc;
+}
+
+/* the backend of an imported handle's mapping: the server maps the
+   exporter's memory through its broker */
+struct import_ctx {
+  struct ferry_vgpu *v;
+  const struct vmm_handle *e;
+  uint32_t refusal;
+};
+static int import_map(void *ctx, uint64_t addr, uint64_t size) {
+  struct import_ctx *c = ctx;
+  struct ferry_ipc_mem_import_args a = {.instance = c->e->instance,
+                                        .key = {c->e->key, FERRY_IPC_KEY_LEN},
+                                        .addr = addr, .size = size};
+  struct ferry_ipc_mem_import_rets r;
+  int rc = ferry_call(c->v, FERRY_CALL_ipc_mem_import, &a, &r, NULL);
+  if (!rc && r.refusal) {
+    c->refusal = r.refusal;
+    rc = cudaErrorInvalidValue; /* the arena stays as it was; the refusal says why */
+  }
+  return rc;
+}
+static int import_unmap(void *ctx, uint64_t addr, uint64_t size) {
+  (void)size;
+  struct ferry_ipc_mem_close_args a = {addr};
+  return ferry_call(((struct import_ctx *)ctx)->v, FERRY_CALL_ipc_mem_close, &a, NULL, NULL);
 }
 
 /* ---- reservations ---- */
@@ -205,8 +263,9 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
                 "cuMemUnmap it first", (unsigned long long)m->addr);
       rc = CUDA_ERROR_INVALID_VALUE;
     }
-    if (!rc) rc = evict_parked(v, ptr, end);
-    if (!rc && ferry_arena_unreserve(&v->arena, ptr)) rc = CUDA_ERROR_INVALID_VALUE;
+    int kept = 0; /* exported handles' memory parked inside: the range stays theirs */
+    if (!rc) rc = evict_parked(v, ptr, end, ptr, &kept);
+    if (!rc && !kept && ferry_arena_unreserve(&v->arena, ptr)) rc = CUDA_ERROR_INVALID_VALUE;
   }
   pthread_mutex_unlock(&v->arena_lock);
   pthread_mutex_unlock(&vmm_lock);
@@ -243,9 +302,9 @@ CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocatio
   return rc;
 }
 
-/* A POSIX file descriptor type is only a request to be able to export
-   later (PyTorch asks it of every expandable segment's handle): taken,
-   and the export refused then. No memory is mapped yet; what CUDA would
+/* A POSIX file descriptor type is a request to be able to export later
+   (PyTorch asks it of every expandable segment's handle): nothing happens
+   until cuMemExportToShareableHandle. No memory is mapped yet; what CUDA would
    say at once, that the device has no room for it, is asked. */
 CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                      const CUmemAllocationProp *prop, unsigned long long flags) {
@@ -314,6 +373,152 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
   return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* ---- shareable handles (POSIX file descriptors) ---- */
+/* e is exported on its server: its memory given a place if it had none
+   (parked in a reservation of its own), that mapping handed to the broker
+   (under vmm_lock) */
+static CUresult export_locked(struct ferry_vgpu *v, struct vmm_handle *e, uint64_t value) {
+  const char *call = "cuMemExportToShareableHandle";
+  pthread_mutex_lock(&v->arena_lock);
+  CUresult rc = CUDA_SUCCESS;
+  if (!e->at) {
+    uint64_t to;
+    struct ferry_arena_backend be = ferry_device_backend(v);
+    if (ferry_arena_reserve(&v->arena, e->size, 0, 0, &to)) {
+      rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+      int err = ferry_arena_map_at(&v->arena, to, e->size, value, &be);
+      if (err) {
+        ferry_arena_unreserve(&v->arena, to);
+        rc = ferry_cu_result(err);
+      } else {
+        ferry_arena_park(&v->arena, to, 1); /* not the program's */
+        e->own_resv = e->at = to;
+        pending[e->vgpu] -= e->size;
+      }
+    }
+  }
+  struct ferry_ipc_mem_export_args a = {e->at, e->size};
+  struct ferry_ipc_mem_export_rets x = {0};
+  int err = rc ? 0 : ferry_call(v, FERRY_CALL_ipc_mem_export, &a, &x, NULL);
+  pthread_mutex_unlock(&v->arena_lock);
+  if (rc) return rc;
+  if (!err && x.refusal) err = ferry_ipc_refusal(call, v, x.refusal);
+  if (err) return ferry_cu_result(err);
+  /* the handle's memory is one mapping of its own on the server */
+  if (!x.key.ptr || x.key.len != FERRY_IPC_KEY_LEN || x.at != e->at || x.span != e->size) {
+    ferry_log("%s: %s exported a range other than the handle's; returning CUDA_ERROR_UNKNOWN",
+              call, v->url_text);
+    return CUDA_ERROR_UNKNOWN;
+  }
+  memcpy(e->key, x.key.ptr, FERRY_IPC_KEY_LEN);
+  e->instance = x.instance;
+  e->share = SHARE_EXPORTED;
+  __atomic_add_fetch(&v->ipc_open, 1, __ATOMIC_ACQ_REL);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType handleType,
+                                      unsigned long long flags) {
+  if (!shareableHandle || flags) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = ferry_cu_ready();
+  if (rc) return rc;
+  pthread_mutex_lock(&vmm_lock);
+  struct vmm_handle *e = handle_of(handle);
+  struct ferry_vgpu *v = e ? &ferry.vgpus[e->vgpu] : NULL;
+  if (!e || e->refs <= 0) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+  } else if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+             !(e->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+    /* CUDA's answer: a type the handle was not created for */
+    ferry_log("cuMemExportToShareableHandle: the handle was not created with this handle type "
+              "(cuMemCreate's requestedHandleTypes; ferry exports "
+              "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR); returning CUDA_ERROR_INVALID_VALUE");
+    rc = CUDA_ERROR_INVALID_VALUE;
+  } else if (ferry_dead(v)) {
+    rc = CUDA_ERROR_DEVICE_UNAVAILABLE;
+  } else {
+    int err = ferry_ipc_local_refused("cuMemExportToShareableHandle", v);
+    if (err) rc = ferry_cu_result(err);
+    else if (e->share == SHARE_NONE) rc = export_locked(v, e, handle);
+  }
+  /* exported (or imported) already: the same memory, a new descriptor */
+  struct ferry_ipc_handle h = {.magic = FERRY_IPC_VMM_MAGIC};
+  if (!rc) {
+    h.instance = e->instance;
+    memcpy(h.key, e->key, FERRY_IPC_KEY_LEN);
+    h.range = h.size = e->size;
+  }
+  pthread_mutex_unlock(&vmm_lock);
+  if (rc) return rc;
+  int fd = ferry_ipc_fd_make(&h);
+  if (fd < 0) {
+    ferry_log("cuMemExportToShareableHandle: no file descriptor for the handle (memfd_create: "
+              "%s); returning CUDA_ERROR_OUT_OF_MEMORY", strerror(errno));
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *(int *)shareableHandle = fd;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                        CUmemAllocationHandleType shHandleType) {
+  if (!handle) return CUDA_ERROR_INVALID_VALUE;
+  const char *call = "cuMemImportFromShareableHandle";
+  if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    ferry_log("%s of a handle type other than CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: ferry "
+              "imports only the descriptors it exported; returning CUDA_ERROR_INVALID_VALUE", call);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  struct ferry_vgpu *v;
+  CUresult rc = ferry_cu_current(&v);
+  if (rc) return rc;
+  int fd = (int)(intptr_t)osHandle;
+  struct ferry_ipc_handle h;
+  int why = ferry_ipc_fd_read(fd, &h);
+  if (why) {
+    ferry_log("%s: descriptor %d is %s; ferry imports only descriptors that "
+              "cuMemExportToShareableHandle made through ferry; returning "
+              "CUDA_ERROR_INVALID_VALUE", call, fd, ferry_ipc_fd_why(why));
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  int err = ferry_ipc_local_refused(call, v);
+  if (err) return ferry_cu_result(err);
+  if (h.size % v->granularity) return CUDA_ERROR_INVALID_VALUE; /* not this server's granules */
+  pthread_mutex_lock(&vmm_lock);
+  /* this program's own export or import of that memory: the same handle */
+  for (size_t i = 0; i < nhandles; i++) {
+    struct vmm_handle *o = &handles[i];
+    if (o->used && o->share && o->refs > 0 && o->vgpu == v->index && o->instance == h.instance &&
+        !memcmp(o->key, h.key, FERRY_IPC_KEY_LEN)) {
+      o->refs++;
+      *handle = handle_value(i);
+      pthread_mutex_unlock(&vmm_lock);
+      return CUDA_SUCCESS;
+    }
+  }
+  size_t i;
+  rc = handle_new(&i);
+  if (!rc) {
+    struct vmm_handle *e = &handles[i];
+    e->vgpu = v->index;
+    e->size = h.size;
+    e->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    e->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    e->prop.location.id = v->index;
+    e->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    e->refs = 1;
+    e->share = SHARE_IMPORTED;
+    e->instance = h.instance;
+    memcpy(e->key, h.key, FERRY_IPC_KEY_LEN);
+    __atomic_add_fetch(&v->ipc_open, 1, __ATOMIC_ACQ_REL);
+    *handle = handle_value(i);
+  }
+  pthread_mutex_unlock(&vmm_lock);
+  return rc;
+}
+
 /* the handle whose mapping holds addr (under vmm_lock and arena_lock) */
 static struct vmm_handle *mapped_at(struct ferry_vgpu *v, uint64_t addr, uint64_t *value) {
   const struct ferry_region *r = ferry_arena_find(&v->arena, addr);
@@ -342,6 +547,26 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void 
 }
 
 /* ---- mapping ---- */
+/* an imported handle mapped at ptr: the exporter's memory, through the
+   server's broker (under both locks) */
+static CUresult map_imported(struct ferry_vgpu *v, struct vmm_handle *e, uint64_t ptr,
+                             CUmemGenericAllocationHandle handle) {
+  CUresult rc = evict_parked(v, ptr, ptr + e->size, 0, NULL);
+  if (rc) return rc;
+  struct import_ctx c = {v, e, 0};
+  struct ferry_arena_backend be = {import_map, import_unmap, &c};
+  int err = ferry_arena_map_at(&v->arena, ptr, e->size, handle, &be);
+  if (c.refusal) return ferry_cu_result(ferry_ipc_refusal("cuMemMap", v, c.refusal));
+  if (err) {
+    ferry_log("cuMemMap of an imported handle: %s could not map the exported memory (%s)",
+              v->url_text, cudaGetErrorName((cudaError_t)err));
+    return ferry_cu_result(err);
+  }
+  e->mapped = 1;
+  e->access = 0; /* CUDA: no access until cuMemSetAccess */
+  return CUDA_SUCCESS;
+}
+
 static CUresult map_locked(struct ferry_vgpu *v, uint64_t ptr, size_t size, size_t offset,
                            CUmemGenericAllocationHandle handle) {
   struct vmm_handle *e = handle_of(handle);
@@ -361,10 +586,15 @@ static CUresult map_locked(struct ferry_vgpu *v, uint64_t ptr, size_t size, size
   if (e->mapped)
     return ferry_cu_unsupported("cuMemMap of a handle that is already mapped (one handle at two "
                                 "addresses)");
+  if (e->share == SHARE_IMPORTED) return map_imported(v, e, ptr, handle);
+  if (e->share == SHARE_EXPORTED && e->at != ptr)
+    return ferry_cu_unsupported("cuMemMap of an exported handle away from its memory (exported "
+                                "before it was mapped, or mapped elsewhere then: map it, then "
+                                "export it)");
   if (e->at == ptr) { /* parked right here: the program's again */
     ferry_arena_park(&v->arena, ptr, 0);
   } else {
-    CUresult rc = evict_parked(v, ptr, ptr + size);
+    CUresult rc = evict_parked(v, ptr, ptr + size, 0, NULL);
     if (rc) return rc;
     if (e->at) {
       if ((rc = move_memory(v, e, handle, ptr))) return rc;
@@ -419,11 +649,21 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   pthread_mutex_lock(&v->arena_lock);
   rc = whole_mappings(v, ptr, size);
   for (uint64_t p = ptr; !rc && p < ptr + size;) {
-    uint64_t value;
+    uint64_t value, here = p;
     struct vmm_handle *e = mapped_at(v, p, &value);
     p += e ? e->size : 0;
     if (!e) {
       rc = CUDA_ERROR_INVALID_VALUE;
+    } else if (e->share == SHARE_IMPORTED) { /* nothing of its own to keep */
+      struct import_ctx c = {v, e, 0};
+      struct ferry_arena_backend be = {import_map, import_unmap, &c};
+      int err = ferry_arena_unmap_at(&v->arena, here, &be);
+      if (err) {
+        rc = ferry_cu_result(err);
+      } else {
+        e->mapped = 0;
+        if (e->refs <= 0) handle_drop(e);
+      }
     } else if (e->refs > 0) { /* the handle keeps its memory, here for now */
       ferry_arena_park(&v->arena, e->at, 1);
       e->mapped = 0;
@@ -506,6 +746,7 @@ void ferry_cu_vmm_forget(int vgpu) {
     struct vmm_handle *e = &handles[i];
     if (!e->used || e->vgpu != vgpu) continue;
     if (e->own_resv) ferry_arena_unreserve(&v->arena, e->own_resv);
+    e->share = SHARE_NONE; /* ferry_ipc_forget zeroes ipc_open */
     handle_drop(e);
   }
   pthread_mutex_unlock(&v->arena_lock);

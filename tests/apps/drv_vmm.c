@@ -237,9 +237,6 @@ static void refusals(void) {
   fabric.requestedHandleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
   CUmemGenericAllocationHandle f = 0;
   refusal("cuMemCreate fabric", cuMemCreate(&f, gran, &fabric, 0));
-  int fd = -1;
-  refusal("cuMemExportToShareableHandle",
-          cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
   CUmulticastObjectProp mc;
   memset(&mc, 0, sizeof mc);
   mc.numDevices = 1;

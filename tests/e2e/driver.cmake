@@ -10,6 +10,7 @@
 #   drv_export       C, -lcuda: each entry of the private tables ferry serves
 #   drv_mempool      C, -lcuda: stream-ordered allocation and pools (mempool.sh)
 #   drv_vmm          C, -lcuda: program VMM, an expandable segment as PyTorch grows one
+#   drv_vmm_ipc      C, -lcuda: VMM shareable handles passed to programs it starts (ipc.sh)
 #   drv_graphs       C, -lcuda: stream capture and CUDA graphs (graphs.sh runs it)
 #   drv_jitlink      C, -lcuda: JIT linking (cuLink*) of drv_jit_step.ptx with
 #                    drv_jit_mix.ptx (both nvcc -ptx -rdc=true)
@@ -48,7 +49,7 @@ add_custom_command(
 
 set(FERRY_DRV_DEPS ${FERRY_DRV_SRC}/drv_check.h ${FERRY_DRV_SRC}/cuda_check.h)
 # C programs: the host compiler, cuda.h, the driver stub; nothing of ferry's
-foreach(app drv_tour drv_unsupported drv_export drv_mempool drv_vmm drv_graphs drv_jitlink)
+foreach(app drv_tour drv_unsupported drv_export drv_mempool drv_vmm drv_vmm_ipc drv_graphs drv_jitlink)
   add_custom_command(
     OUTPUT ${FERRY_APP_DIR}/${app}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${FERRY_APP_DIR}
@@ -78,7 +79,7 @@ add_custom_target(ferry_driver_apps ALL
   DEPENDS ${FERRY_DRV_KERNELS}.fatbin ${FERRY_APP_DIR}/drv_tour ${FERRY_APP_DIR}/drv_tour_static
           ${FERRY_APP_DIR}/drv_mixed ${FERRY_APP_DIR}/drv_unsupported ${FERRY_APP_DIR}/drv_export
           ${FERRY_APP_DIR}/drv_mempool
-          ${FERRY_APP_DIR}/drv_vmm
+          ${FERRY_APP_DIR}/drv_vmm ${FERRY_APP_DIR}/drv_vmm_ipc
           ${FERRY_APP_DIR}/drv_graphs
           ${FERRY_APP_DIR}/drv_jitlink ${FERRY_APP_DIR}/drv_jit_step.ptx)
 

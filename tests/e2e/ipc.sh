@@ -3,7 +3,8 @@
 # sessions of one ferry-server on the CPU simulation share memory and an
 # event through the server's broker; and what is refused: a handle whose
 # exporter was killed, a handle taken to a second server, a vGPU on a
-# local GPU (a ferry-mhelper), a migration while a handle is open.
+# local GPU (a ferry-mhelper), a migration while a handle is open; and
+# the same for VMM shareable handles (tests/apps/drv_vmm_ipc, cases vmm*).
 # usage: ipc.sh BUILD_DIR CASE
 set -u
 build=$(cd "$1" && pwd)
@@ -99,6 +100,50 @@ migrate_refused)
   bg_pid=
   passed exp "$rc"
   expect_not_in exp.err "now runs on local GPU"
+  ;;
+vmm)
+  # VMM shareable handles (drv_vmm_ipc): descriptors passed with SCM_RIGHTS
+  # to two programs on the same server, the bytes checked both ways; each
+  # refusal returns its error with one line
+  start_server
+  rc=$(run vmm drv_vmm_ipc)
+  passed vmm "$rc"
+  expect_in vmm.out "^exported$"
+  for what in "import pipe=CUDA_ERROR_INVALID_VALUE" "import /dev/null=CUDA_ERROR_INVALID_VALUE" \
+    "export untyped=CUDA_ERROR_INVALID_VALUE" "map exported=CUDA_ERROR_NOT_SUPPORTED"; do
+    expect_in vmm.out "^refused: $what$"
+  done
+  for line in "descriptor [0-9]* is a descriptor that cannot be read as a file" \
+    "descriptor [0-9]* is a file that is not a handle ferry exported" \
+    "cuMemExportToShareableHandle: the handle was not created with this handle type" \
+    "cuMemMap of an exported handle away from its memory"; do
+    n=$(grep -c "^ferry: .*$line" "$work/vmm.err")
+    [ "$n" = 1 ] || fail "expected one line '$line', got $n"
+  done
+  [ "$(grep -c '^ferry:' "$work/vmm.err")" = 4 ] || fail "lines from ferry other than the refusals"
+  ;;
+vmm_migrate_refused)
+  # exported VMM handles hold the vGPU on its server
+  start_server
+  mkfifo "$work/go"
+  start vmm drv_vmm_ipc hold "$work/go"
+  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/mig.log" 2>&1 && fail "a migration with VMM handles exported succeeded"
+  expect_in mig.log "shares memory or events with another program through CUDA IPC"
+  [ "$(wc -l <"$work/mig.log")" = 1 ] || fail "the refusal is not one line"
+  echo go >"$work/go"
+  wait "$bg_pid"
+  rc=$?
+  bg_pid=
+  passed vmm "$rc"
+  expect_not_in vmm.err "now runs on local GPU"
+  ;;
+vmm_helper_refused)
+  # a vGPU in a ferry-mhelper: no broker there, one line
+  rc=$(FERRY_DEVICES=local:0 run local drv_vmm_ipc local)
+  [ "$rc" = 0 ] || fail "local exited $rc"
+  expect_in local.out "^local: CUDA_ERROR_NOT_SUPPORTED"
+  expect_in local.err "cuMemExportToShareableHandle: device 0 runs on a local GPU in a ferry-mhelper"
+  [ "$(grep -c '^ferry:' "$work/local.err")" = 1 ] || fail "not exactly one line from ferry"
   ;;
 helper_refused)
   # a vGPU in a ferry-mhelper: no broker there, one line

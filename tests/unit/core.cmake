@@ -42,3 +42,6 @@ target_link_libraries(test_graph PRIVATE ferry_protocol)
 # cuLink*'s blobs (protocol/jitlink.c): which options travel, round trip, malformed
 ferry_unit_test(test_jitlink ${CMAKE_SOURCE_DIR}/tests/unit/test_jitlink.c)
 target_link_libraries(test_jitlink PRIVATE ferry_protocol)
+# the sealed memfd record of a VMM shareable handle (cuMemExportToShareableHandle)
+ferry_unit_test(test_ipc_fd ${CMAKE_SOURCE_DIR}/tests/unit/test_ipc_fd.c)
+target_link_libraries(test_ipc_fd PRIVATE ferry_common)
