@@ -102,7 +102,8 @@ int broker_table_put(struct broker_table *t, pid_t owner, const uint8_t *key, co
   if (meta_len)
     memcpy(e->meta, meta, meta_len);
   e->nfds = nfds;
-  memcpy(e->fds, fds, nfds * sizeof *fds);
+  if (nfds)
+    memcpy(e->fds, fds, nfds * sizeof *fds);
   t->fds += nfds;
   t->n++;
   return 0;
