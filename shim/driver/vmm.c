@@ -194,32 +194,6 @@ static int free_memory(struct ferry_vgpu *v, struct vmm_handle *e) {
   return rc;
 }
 
-/* the backend of an imported handle's mapping: the server maps the
-   exporter's memory through its broker */
-struct import_ctx {
-  struct ferry_vgpu *v;
-  const struct vmm_handle *e;
-  uint32_t refusal;
-};
-static int import_map(void *ctx, uint64_t addr, uint64_t size) {
-  struct import_ctx *c = ctx;
-  struct ferry_ipc_mem_import_args a = {.instance = c->e->instance,
-                                        .key = {c->e->key, FERRY_IPC_KEY_LEN},
-                                        .addr = addr, .size = size};
-  struct ferry_ipc_mem_import_rets r;
-  int rc = ferry_call(c->v, FERRY_CALL_ipc_mem_import, &a, &r, NULL);
-  if (!rc && r.refusal) {
-    c->refusal = r.refusal;
-    rc = cudaErrorInvalidValue; /* the arena stays as it was; the refusal says why */
-  }
-  return rc;
-}
-static int import_unmap(void *ctx, uint64_t addr, uint64_t size) {
-  (void)size;
-  struct ferry_ipc_mem_close_args a = {addr};
-  return ferry_call(((struct import_ctx *)ctx)->v, FERRY_CALL_ipc_mem_close, &a, NULL, NULL);
-}
-
 /* ---- reservations ---- */
 CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
                              unsigned long long flags) {
@@ -553,8 +527,9 @@ static CUresult map_imported(struct ferry_vgpu *v, struct vmm_handle *e, uint64_
                              CUmemGenericAllocationHandle handle) {
   CUresult rc = evict_parked(v, ptr, ptr + e->size, 0, NULL);
   if (rc) return rc;
-  struct import_ctx c = {v, e, 0};
-  struct ferry_arena_backend be = {import_map, import_unmap, &c};
+  /* the server maps the exporter's memory through its broker */
+  struct ferry_ipc_import c = {v, e->instance, e->key, 0};
+  struct ferry_arena_backend be = ferry_ipc_import_backend(&c);
   int err = ferry_arena_map_at(&v->arena, ptr, e->size, handle, &be);
   if (c.refusal) return ferry_cu_result(ferry_ipc_refusal("cuMemMap", v, c.refusal));
   if (err) {
@@ -655,8 +630,8 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     if (!e) {
       rc = CUDA_ERROR_INVALID_VALUE;
     } else if (e->share == SHARE_IMPORTED) { /* nothing of its own to keep */
-      struct import_ctx c = {v, e, 0};
-      struct ferry_arena_backend be = {import_map, import_unmap, &c};
+      struct ferry_ipc_import c = {v, e->instance, e->key, 0};
+      struct ferry_arena_backend be = ferry_ipc_import_backend(&c);
       int err = ferry_arena_unmap_at(&v->arena, here, &be);
       if (err) {
         rc = ferry_cu_result(err);

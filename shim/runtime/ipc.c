@@ -159,16 +159,12 @@ void ferry_ipc_released(struct ferry_vgpu *v, uint64_t addr) {
 
 /* ---- import ---- */
 
-/* the arena's backend for an imported range: map is the import */
-struct import_ctx {
-  struct ferry_vgpu *v;
-  const struct ferry_ipc_handle *h;
-  uint32_t refusal;
-};
+/* the arena's backend for an imported range: map is the import (also
+   program VMM's imported handles, driver/vmm.c) */
 static int import_map(void *ctx, uint64_t addr, uint64_t size) {
-  struct import_ctx *c = ctx;
-  struct ferry_ipc_mem_import_args a = {.instance = c->h->instance,
-                                        .key = {c->h->key, FERRY_IPC_KEY_LEN},
+  struct ferry_ipc_import *c = ctx;
+  struct ferry_ipc_mem_import_args a = {.instance = c->instance,
+                                        .key = {c->key, FERRY_IPC_KEY_LEN},
                                         .addr = addr, .size = size};
   struct ferry_ipc_mem_import_rets r;
   int rc = ferry_call(c->v, FERRY_CALL_ipc_mem_import, &a, &r, NULL);
@@ -181,7 +177,11 @@ static int import_map(void *ctx, uint64_t addr, uint64_t size) {
 static int import_unmap(void *ctx, uint64_t addr, uint64_t size) {
   (void)size;
   struct ferry_ipc_mem_close_args a = {addr};
-  return ferry_call(((struct import_ctx *)ctx)->v, FERRY_CALL_ipc_mem_close, &a, NULL, NULL);
+  return ferry_call(((struct ferry_ipc_import *)ctx)->v, FERRY_CALL_ipc_mem_close, &a, NULL, NULL);
+}
+
+struct ferry_arena_backend ferry_ipc_import_backend(struct ferry_ipc_import *c) {
+  return (struct ferry_arena_backend){import_map, import_unmap, c};
 }
 
 /* a handle cudaIpcGetMemHandle made through ferry, else one line */
@@ -223,8 +223,8 @@ cudaError_t cudaIpcOpenMemHandle(void **dev_ptr, cudaIpcMemHandle_t handle, unsi
   if (rc) return ferry_ret(rc);
 
   uint64_t at = 0;
-  struct import_ctx c = {v, &h, 0};
-  struct ferry_arena_backend be = {import_map, import_unmap, &c};
+  struct ferry_ipc_import c = {v, h.instance, h.key, 0};
+  struct ferry_arena_backend be = ferry_ipc_import_backend(&c);
   pthread_mutex_lock(&v->arena_lock);
   rc = ferry_arena_reserve(&v->arena, h.range, g, 0, &at);
   uint64_t tag = IPC_REGION_TAG | (__atomic_add_fetch(&region_seq, 1, __ATOMIC_RELAXED) &
@@ -266,8 +266,8 @@ cudaError_t cudaIpcCloseMemHandle(void *dev_ptr) {
   imports[i] = imports[--nimports];
   pthread_mutex_unlock(&ipc_lock);
   struct ferry_vgpu *v = &ferry.vgpus[im.vgpu];
-  struct import_ctx c = {v, NULL, 0};
-  struct ferry_arena_backend be = {import_map, import_unmap, &c};
+  struct ferry_ipc_import c = {v, 0, NULL, 0};
+  struct ferry_arena_backend be = ferry_ipc_import_backend(&c);
   pthread_mutex_lock(&v->arena_lock);
   rc = ferry_arena_unmap_at(&v->arena, im.at, &be);
   if (!rc) ferry_arena_unreserve(&v->arena, im.at);

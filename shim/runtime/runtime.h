@@ -35,6 +35,15 @@ const char *ferry_ipc_where(const struct ferry_vgpu *v);
 int ferry_ipc_refusal(const char *call, const struct ferry_vgpu *v, unsigned refusal);
 /* the same refusal for a vGPU in this process, which has no broker; else 0 */
 int ferry_ipc_local_refused(const char *call, struct ferry_vgpu *v);
+/* an arena backend whose map imports the export `key` names on v's server
+   (ipc_mem_import) and whose unmap closes it; refusal: the server's */
+struct ferry_ipc_import {
+  struct ferry_vgpu *v;
+  uint64_t instance;
+  const uint8_t *key;
+  uint32_t refusal;
+};
+struct ferry_arena_backend ferry_ipc_import_backend(struct ferry_ipc_import *c);
 /* the allocation at addr was freed (its export ended) */
 void ferry_ipc_released(struct ferry_vgpu *v, uint64_t addr);
 /* after cudaDeviceReset: every export and import of vgpu is gone */

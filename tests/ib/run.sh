@@ -130,7 +130,8 @@ trap 'rm -rf "$work"' EXIT
 ov=$work/overlay
 p=$ov/payload
 mkdir -p "$p/bin" "$p/lib" "$p/tests/apps" "$p/bench"
-for f in bin/ferry-server bin/ferry lib/libcudart.so.13 lib/libcuda.so.1 lib/libferry-client.so.0 \
+for f in bin/ferry-server bin/ferry lib/libcudart.so.13 lib/libcuda.so.1 lib/libnvidia-ml.so.1 \
+  lib/libferry-client.so.0 \
   tests/apps/vecadd tests/apps/api_tour \
   tests/apps/app_twins.so bench/bench_calls; do
   [ -e "$build/$f" ] || { echo "ib-vm: $build/$f is missing (build first)" >&2; exit 1; }
