@@ -109,15 +109,30 @@ static const uint8_t *key_of(ferry_blob b) {
   return b.ptr && b.len == FERRY_IPC_KEY_LEN ? b.ptr : NULL;
 }
 
+/* The refusals every handler makes first: a session without a broker
+   (no socketpair at its fork) has no IPC; a handle of another server
+   instance names nothing here. Each is an answer (EXEC_OK with the
+   refusal set), which the client turns into its one line. */
+static int refused_without_broker(const struct ferry_exec *ex, uint32_t *refusal) {
+  if (ex->broker)
+    return 0;
+  *refusal = FERRY_IPC_NO_BROKER;
+  return 1;
+}
+static int refused_other_server(const struct ferry_exec *ex, uint64_t instance, uint32_t *refusal) {
+  if (instance == ex->broker->instance)
+    return 0;
+  *refusal = FERRY_IPC_OTHER_SERVER;
+  return 1;
+}
+
 /* ---- memory ---- */
 
 int ferry_x_ipc_mem_export(struct ferry_exec *ex, const struct ferry_ipc_mem_export_args *a,
                            struct ferry_ipc_mem_export_rets *r, struct ferry_io *io) {
   (void)io;
-  if (!ex->broker) {
-    r->refusal = FERRY_IPC_NO_BROKER;
+  if (refused_without_broker(ex, &r->refusal))
     return EXEC_OK;
-  }
   uint64_t end = a->addr + a->size;
   if (!ex->arena_ok || a->size == 0 || a->addr % ex->gran || a->size % ex->gran || end < a->addr ||
       a->addr < ex->arena_base || end > ex->arena_base + ex->arena_size ||
@@ -210,10 +225,8 @@ static void unmap_import(struct ferry_exec *ex, const struct exec_ipc_import *im
 int ferry_x_ipc_mem_import(struct ferry_exec *ex, const struct ferry_ipc_mem_import_args *a,
                            struct ferry_ipc_mem_import_rets *r, struct ferry_io *io) {
   (void)io;
-  if (!ex->broker) {
-    r->refusal = FERRY_IPC_NO_BROKER;
+  if (refused_without_broker(ex, &r->refusal))
     return EXEC_OK;
-  }
   const uint8_t *key = key_of(a->key);
   uint64_t end = a->addr + a->size;
   if (!key || !ex->arena_ok || a->size == 0 || a->addr % ex->gran || a->size % ex->gran ||
@@ -223,10 +236,8 @@ int ferry_x_ipc_mem_import(struct ferry_exec *ex, const struct ferry_ipc_mem_imp
   for (size_t i = 0; i < ex->nimports; i++)
     if (ex->imports[i].addr < end && a->addr < ex->imports[i].addr + ex->imports[i].size)
       return EXEC_INVALID_VALUE;
-  if (a->instance != ex->broker->instance) {
-    r->refusal = FERRY_IPC_OTHER_SERVER;
+  if (refused_other_server(ex, a->instance, &r->refusal))
     return EXEC_OK;
-  }
   if (ex->nimports >= IPC_MAX_IMPORTS) {
     r->refusal = FERRY_IPC_TOO_MANY;
     return EXEC_OK;
@@ -319,10 +330,8 @@ void exec_ipc_unmapped(struct ferry_exec *ex, uint64_t addr, uint64_t size) {
 int ferry_x_ipc_event_export(struct ferry_exec *ex, const struct ferry_ipc_event_export_args *a,
                              struct ferry_ipc_event_export_rets *r, struct ferry_io *io) {
   (void)io;
-  if (!ex->broker) {
-    r->refusal = FERRY_IPC_NO_BROKER;
+  if (refused_without_broker(ex, &r->refusal))
     return EXEC_OK;
-  }
   CUevent ev;
   int rc = exec_event(ex, a->event, &ev);
   if (rc)
@@ -357,10 +366,8 @@ int ferry_x_ipc_event_export(struct ferry_exec *ex, const struct ferry_ipc_event
 int ferry_x_ipc_event_import(struct ferry_exec *ex, const struct ferry_ipc_event_import_args *a,
                              struct ferry_ipc_event_import_rets *r, struct ferry_io *io) {
   (void)io;
-  if (!ex->broker) {
-    r->refusal = FERRY_IPC_NO_BROKER;
+  if (refused_without_broker(ex, &r->refusal))
     return EXEC_OK;
-  }
   const uint8_t *key = key_of(a->key);
   if (!key || a->event >= EXEC_MAX_EVENT_ID)
     return EXEC_INVALID_VALUE;
@@ -368,10 +375,8 @@ int ferry_x_ipc_event_import(struct ferry_exec *ex, const struct ferry_ipc_event
     return EXEC_MEMORY_ALLOCATION;
   if (ex->events[a->event])
     return EXEC_INVALID_VALUE;
-  if (a->instance != ex->broker->instance) {
-    r->refusal = FERRY_IPC_OTHER_SERVER;
+  if (refused_other_server(ex, a->instance, &r->refusal))
     return EXEC_OK;
-  }
   struct ipc_meta m;
   size_t len = sizeof m;
   int fds[1];

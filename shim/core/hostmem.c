@@ -275,6 +275,7 @@ cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
     return ferry_ret(cudaErrorMemoryAllocation);
   }
   if (helpers) tell_helpers(helpers, p, size ? size : 1, 1);
+  if (flags & cudaHostAllocMapped) ferry_shadow_mapped_alloc(p, ferry_thread()->device);
   *ptr = p;
   return cudaSuccess;
 }

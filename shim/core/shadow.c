@@ -18,7 +18,8 @@
  * at an alias instead, and the addresses calls carry are translated
  * (shadow_alias.c). The twin is the page contents of the last exchange. A block becomes a
  * shadow when ferry sees the device may use it: its address in a launch's
- * parameters, a memset or device copy naming it, cudaHostGetDevicePointer.
+ * parameters, a memset or device copy naming it, cudaHostGetDevicePointer,
+ * or, for a block allocated as mapped, its vGPU's next launch.
  * On a helper or in this process the GPU maps the host memory itself
  * (registered with DEVICEMAP) and nothing here runs; a migration brings
  * the pages home before it leaves a server and makes the shadows again on
@@ -75,6 +76,14 @@ static struct {
     uint64_t pushed, pulled; /* bytes, for FERRY_STATS and the tests */
     uint64_t pulls;          /* checks of the device's pages after a wait */
   } v[FERRY_MAX_VGPUS];
+  /* blocks allocated as mapped, not yet shadows: made at their vGPU's
+     next launch (ferry_shadow_mapped_alloc) */
+  struct pending_mapped {
+    uint64_t addr;
+    int vgpu;
+  } *pending;
+  size_t npending, pending_cap;
+  int any_pending; /* npending != 0 (atomic: every launch reads it unlocked) */
   int live[FERRY_MAX_VGPUS];    /* shadows per vGPU (atomic: the fast path reads it unlocked) */
   int managed[FERRY_MAX_VGPUS]; /* managed ones among them (atomic) */
   int loose[FERRY_MAX_VGPUS];   /* loose (aliased) ones among them (atomic) */
@@ -177,9 +186,65 @@ static __thread int touching;
 static __thread int aliased_hit;
 void ferry_shadow_touch(void) { touching = 1; }
 
+void ferry_shadow_mapped_alloc(const void *p, int vgpu) {
+  if (vgpu < 0 || vgpu >= FERRY_MAX_VGPUS) return;
+  pthread_mutex_lock(&S.lock);
+  if (S.npending == S.pending_cap) {
+    size_t cap = S.pending_cap ? S.pending_cap * 2 : 8;
+    struct pending_mapped *t = realloc(S.pending, cap * sizeof *t);
+    if (!t) { /* it stays an ordinary pinned block: shadowed when named */
+      pthread_mutex_unlock(&S.lock);
+      return;
+    }
+    S.pending = t;
+    S.pending_cap = cap;
+  }
+  S.pending[S.npending++] = (struct pending_mapped){(uint64_t)(uintptr_t)p, vgpu};
+  __atomic_store_n(&S.any_pending, 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&S.lock);
+}
+
+/* S.lock held */
+static void drop_pending(size_t i) {
+  S.pending[i] = S.pending[--S.npending];
+  if (!S.npending) __atomic_store_n(&S.any_pending, 0, __ATOMIC_RELEASE);
+}
+
+/* v is about to launch: its mapped blocks not yet shadows become shadows.
+   1 when there was one, 0, or a cudaError_t */
+static int expose_pending(struct ferry_vgpu *v) {
+  int hit = 0, more = 1;
+  while (more) {
+    uint64_t mine[16];
+    size_t n = 0;
+    pthread_mutex_lock(&S.lock);
+    for (size_t i = 0; i < S.npending && n < 16;) {
+      if (S.pending[i].vgpu == v->index) {
+        mine[n++] = S.pending[i].addr;
+        drop_pending(i);
+      } else {
+        i++;
+      }
+    }
+    pthread_mutex_unlock(&S.lock);
+    more = n == 16;
+    for (size_t i = 0; i < n; i++) {
+      int rc = ferry_shadow_expose(v, mine[i]);
+      if (rc > 1) return rc;
+      if (!rc) hit = 1;
+    }
+  }
+  return hit;
+}
+
 int ferry_shadow_scan(struct ferry_vgpu *v, const void *params, size_t len) {
   const unsigned char *p = params;
   int hit = 0, registered = ferry_host_any_registered();
+  if (__atomic_load_n(&S.any_pending, __ATOMIC_ACQUIRE)) {
+    int rc = expose_pending(v);
+    if (rc > 1) return rc;
+    hit = rc;
+  }
   for (size_t at = 0; at + 8 <= len; at += 8) {
     uint64_t w;
     memcpy(&w, p + at, 8);
@@ -688,6 +753,11 @@ int ferry_shadow_after(struct ferry_vgpu *v, unsigned call, const void *args, in
 
 void ferry_shadow_forget(const void *p) {
   pthread_mutex_lock(&S.lock);
+  for (size_t i = 0; i < S.npending; i++)
+    if (S.pending[i].addr == (uint64_t)(uintptr_t)p) {
+      drop_pending(i);
+      break;
+    }
   struct shadow *s = find((uint64_t)(uintptr_t)p);
   if (s) {
     struct ferry_vgpu *v = &ferry.vgpus[s->owner];

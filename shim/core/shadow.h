@@ -21,6 +21,11 @@ int ferry_shadow_scan(struct ferry_vgpu *v, const void *params, size_t len);
 /* this thread's next call is work on mapped memory (a graph whose kernels
    are given some) */
 void ferry_shadow_touch(void);
+/* p is a block the program asked for mapped (cudaHostAllocMapped,
+   CU_MEMHOSTALLOC_DEVICEMAP) with device vgpu current: a kernel may find
+   it through a structure (NCCL's abort flag and work FIFO), so it gets its
+   shadow at that vGPU's next launch even when no parameter names it */
+void ferry_shadow_mapped_alloc(const void *p, int vgpu);
 /* the block at p was freed or unregistered */
 void ferry_shadow_forget(const void *p);
 /* around a call on v, v's gate held (remote.c): before device work, the

@@ -247,8 +247,27 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
 }
 
 /* ---- handles ---- */
+static int host_location(CUmemLocationType t) {
+  return t == CU_MEM_LOCATION_TYPE_HOST || t == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+         t == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
+}
+
+/* Host memory from cuMemCreate is pinned memory of the GPU's own machine:
+   granularity is answered (NCCL asks it before trying), creation refused
+   in one line, which NCCL takes as its cue to use cudaHostAlloc instead */
 static CUresult check_prop(const CUmemAllocationProp *prop, const char *call,
                            struct ferry_vgpu **v) {
+  if (prop && prop->type == CU_MEM_ALLOCATION_TYPE_PINNED && host_location(prop->location.type)) {
+    if (!strcmp(call, "cuMemCreate")) {
+      char what[160];
+      snprintf(what, sizeof what, "cuMemCreate of host memory (location type %d; "
+               "cudaHostAlloc is served)", (int)prop->location.type);
+      return ferry_cu_unsupported(what);
+    }
+    int err;
+    if (!(*v = ferry_current(&err))) return ferry_cu_result(err);
+    return CUDA_SUCCESS;
+  }
   if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
       prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
     return CUDA_ERROR_INVALID_VALUE;

@@ -172,12 +172,29 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int len
   return rc ? rc : copy_out(buf, uuid, length);
 }
 
+/* a PCI address as NVML takes it: "domain:bus:device.function" with a
+   domain of any width (CUDA writes 8 digits, NCCL asks with 4), or
+   "bus:device.function"; -1 when it is none */
+static long long bus_id_value(const char *s) {
+  unsigned dom = 0, bus, dev, fn;
+  int end = 0;
+  if (sscanf(s, "%x:%x:%x.%x%n", &dom, &bus, &dev, &fn, &end) != 4 || s[end]) {
+    dom = 0;
+    end = 0;
+    if (sscanf(s, "%x:%x.%x%n", &bus, &dev, &fn, &end) != 3 || s[end]) return -1;
+  }
+  if (bus > 0xff || dev > 0x1f || fn > 7) return -1;
+  return (long long)dom << 20 | bus << 12 | dev << 4 | fn;
+}
+
 /* the first vGPU whose answer is the one asked for (two vGPUs may be one
    GPU of a server, or GPUs of two servers at the same PCI address) */
 static nvmlReturn_t find(const char *want, nvmlDevice_t *device, int by_uuid) {
   nvmlReturn_t rc = ready();
   if (rc) return rc;
   if (!want || !device) return NVML_ERROR_INVALID_ARGUMENT;
+  long long want_bus = by_uuid ? -1 : bus_id_value(want);
+  if (!by_uuid && want_bus < 0) return NVML_ERROR_INVALID_ARGUMENT;
   int n = __atomic_load_n(&dev_count, __ATOMIC_ACQUIRE);
   for (int i = 0; i < n; i++) {
     char got[64];
@@ -185,7 +202,7 @@ static nvmlReturn_t find(const char *want, nvmlDevice_t *device, int by_uuid) {
     if ((rc = connected(&devs[i], &k))) return rc;
     rc = by_uuid ? uuid_text(i, got, sizeof got) : from_cu(cuDeviceGetPCIBusId(got, sizeof got, i));
     if (rc) return rc;
-    if (!strcasecmp(got, want)) {
+    if (by_uuid ? !strcasecmp(got, want) : bus_id_value(got) == want_bus) {
       *device = &devs[i];
       return NVML_SUCCESS;
     }
@@ -296,6 +313,25 @@ nvmlReturn_t nvmlSystemGetDriverVersion(char *out, unsigned int length) {
   if (rc) return rc;
   snprintf(buf, sizeof buf, "%d.%d", v / 1000, v % 1000 / 10);
   return copy_out(buf, out, length);
+}
+
+/* Peer access between two vGPUs is what CUDA through ferry says
+   (cuDeviceCanAccessPeer); a device reaches its own memory. NCCL asks
+   every pair, itself included, when it starts, and stops if any fails */
+nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2,
+                                    nvmlGpuP2PCapsIndex_t index, nvmlGpuP2PStatus_t *status) {
+  nvmlReturn_t rc = ready();
+  if (rc) return rc;
+  int a = index_of(device1), b = index_of(device2);
+  if (a < 0 || b < 0 || !status || (unsigned)index >= NVML_P2P_CAPS_INDEX_UNKNOWN)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  int can = 1;
+  if (a != b) {
+    if ((rc = connected(device1, &a))) return rc;
+    if ((rc = from_cu(cuDeviceCanAccessPeer(&can, a, b)))) return rc;
+  }
+  *status = can ? NVML_P2P_STATUS_OK : NVML_P2P_STATUS_NOT_SUPPORTED;
+  return NVML_SUCCESS;
 }
 
 /* ferry has no counters of a GPU's activity */

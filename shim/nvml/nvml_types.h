@@ -65,6 +65,25 @@ typedef struct nvmlPciInfo_st {
    which every version's struct shares */
 #define FERRY_NVML_PCI_V1_BYTES (sizeof(char[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE]) + 5 * sizeof(unsigned))
 
+typedef enum nvmlGpuP2PStatus_enum {
+  NVML_P2P_STATUS_OK = 0,
+  NVML_P2P_STATUS_CHIPSET_NOT_SUPPORED = 1,
+  NVML_P2P_STATUS_GPU_NOT_SUPPORTED = 2,
+  NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED = 3,
+  NVML_P2P_STATUS_DISABLED_BY_REGKEY = 4,
+  NVML_P2P_STATUS_NOT_SUPPORTED = 5,
+  NVML_P2P_STATUS_UNKNOWN = 6
+} nvmlGpuP2PStatus_t;
+
+typedef enum nvmlGpuP2PCapsIndex_enum {
+  NVML_P2P_CAPS_INDEX_READ = 0,
+  NVML_P2P_CAPS_INDEX_WRITE = 1,
+  NVML_P2P_CAPS_INDEX_NVLINK = 2,
+  NVML_P2P_CAPS_INDEX_ATOMICS = 3,
+  NVML_P2P_CAPS_INDEX_PCI = 4,
+  NVML_P2P_CAPS_INDEX_UNKNOWN = 5
+} nvmlGpuP2PCapsIndex_t;
+
 typedef struct nvmlMemory_st {
   unsigned long long total;
   unsigned long long free;

@@ -237,6 +237,15 @@ static void refusals(void) {
   fabric.requestedHandleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
   CUmemGenericAllocationHandle f = 0;
   refusal("cuMemCreate fabric", cuMemCreate(&f, gran, &fabric, 0));
+  /* host memory, as NCCL tries it before falling back to cudaHostAlloc:
+     its granularity is answered, the memory refused */
+  CUmemAllocationProp host = prop;
+  host.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+  host.location.id = 0;
+  size_t host_gran = 0;
+  CU(cuMemGetAllocationGranularity(&host_gran, &host, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  EXPECT(host_gran > 0);
+  refusal("cuMemCreate host", cuMemCreate(&f, host_gran, &host, 0));
   CUmulticastObjectProp mc;
   memset(&mc, 0, sizeof mc);
   mc.numDevices = 1;

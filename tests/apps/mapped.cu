@@ -27,6 +27,18 @@ __global__ void mp_poke(unsigned *p, int stride, int count, unsigned v) {
   if (k < count) p[(size_t)k * stride] = v + (unsigned)k;
 }
 
+// a structure leading to memory, as NCCL's device communicator leads its
+// kernels to its abort flag and work FIFO (mapped host memory)
+struct Holder {
+  unsigned *data;
+  unsigned k;
+};
+// h->data[i] = h->data[i] * 3 + h->k: data found through the structure
+__global__ void mm_follow(const Holder *h, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) h->data[i] = h->data[i] * 3u + h->k;
+}
+
 #define N 4096                 // words of the small buffers (16 KiB)
 #define BIG (2u << 20)         // words of the large one (8 MiB)
 #define STRIDE 65536           // words between the pokes: one page in 64
@@ -181,6 +193,28 @@ int main(int argc, char **argv) {
   }
   CHECK(cudaEventDestroy(done));
   CHECK(cudaStreamDestroy(s2));
+
+  // a mapped block no parameter names: a kernel finds it through a
+  // structure in device memory, reads what the host wrote before the
+  // launch and writes what the host reads after the sync
+  {
+    unsigned *d;
+    Holder *dh;
+    CHECK(cudaHostAlloc((void **)&d, N * sizeof(unsigned), cudaHostAllocMapped));
+    for (int i = 0; i < N; i++) d[i] = (unsigned)i ^ 0x1234u;
+    CHECK(cudaMalloc((void **)&dh, sizeof(Holder)));
+    Holder hv = {d, 11u};
+    CHECK(cudaMemcpy(dh, &hv, sizeof hv, cudaMemcpyHostToDevice));
+    mm_follow<<<grid, BLOCK, 0, s>>>(dh, N);
+    launches++;
+    CHECK(cudaStreamSynchronize(s));
+    ok = true;
+    for (int i = 0; i < N; i++) ok = ok && d[i] == ((unsigned)i ^ 0x1234u) * 3u + 11u;
+    expect(ok, "a mapped block a kernel reached through a structure", iters);
+    fold(d, N);
+    CHECK(cudaFree(dh));
+    CHECK(cudaFreeHost(d));
+  }
 
   CHECK(cudaFreeHost(a));
   CHECK(cudaFreeHost(c));

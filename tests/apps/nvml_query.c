@@ -125,6 +125,20 @@ int main(int argc, char **argv) {
     check(CU("cuDeviceGetPCIBusId", cu_bus, (int)sizeof cu_bus, (int)i) == 0, "cuDeviceGetPCIBusId");
     printf("device %u pci: nvml %s cuda %s\n", i, p.bus_id, cu_bus);
     check(!strcmp(p.bus_id, cu_bus), "PCI bus ids differ");
+    /* looked up as CUDA writes the address and as NCCL does (a 4-digit
+       domain, lower case): the same device, or one at the same address */
+    unsigned pd, pb, pv, pf;
+    char nccl_bus[32];
+    check(sscanf(cu_bus, "%x:%x:%x.%x", &pd, &pb, &pv, &pf) == 4, "the PCI bus id does not parse");
+    snprintf(nccl_bus, sizeof nccl_bus, "%04x:%02x:%02x.%x", pd, pb, pv, pf);
+    for (int form = 0; form < 2; form++) {
+      nvml_dev by_bus = NULL;
+      struct nvml_pci q;
+      rc = NVML("nvmlDeviceGetHandleByPciBusId_v2", form ? nccl_bus : cu_bus, &by_bus);
+      printf("device %u by pci %s: %d\n", i, form ? nccl_bus : cu_bus, rc);
+      check(rc == 0 && NVML("nvmlDeviceGetPciInfo_v3", by_bus, &q) == 0 && !strcmp(q.bus_id, cu_bus),
+            "nvmlDeviceGetHandleByPciBusId");
+    }
 
     int major = -1, minor = -1, cu_major = -2, cu_minor = -2;
     check(NVML("nvmlDeviceGetCudaComputeCapability", dev, &major, &minor) == 0,
@@ -134,6 +148,31 @@ int main(int argc, char **argv) {
     printf("device %u cc: nvml %d.%d cuda %d.%d\n", i, major, minor, cu_major, cu_minor);
     check(major == cu_major && minor == cu_minor, "compute capabilities differ");
   }
+
+  /* P2P status: every pair as NCCL asks it at start-up, itself included;
+     between two devices what cuDeviceCanAccessPeer says */
+  for (unsigned a = 0; a < count; a++)
+    for (unsigned b = 0; b < count; b++) {
+      nvml_dev da = NULL, db = NULL;
+      NVML("nvmlDeviceGetHandleByIndex_v2", a, &da);
+      NVML("nvmlDeviceGetHandleByIndex_v2", b, &db);
+      for (int caps = 0; caps < 2; caps++) { /* read, write */
+        int status = -1, can = a == b;
+        rc = NVML("nvmlDeviceGetP2PStatus", da, db, caps, &status);
+        if (a != b) check(CU("cuDeviceCanAccessPeer", &can, (int)a, (int)b) == 0, "cuDeviceCanAccessPeer");
+        printf("p2p %u %u caps %d: %d status %d cuda %d\n", a, b, caps, rc, status, can);
+        check(rc == 0 && (status == 0) == (can == 1) && (status == 0 || status == 5),
+              "nvmlDeviceGetP2PStatus differs from cuDeviceCanAccessPeer");
+      }
+    }
+  int bad_status = -1;
+  nvml_dev first = NULL;
+  NVML("nvmlDeviceGetHandleByIndex_v2", 0u, &first);
+  check(NVML("nvmlDeviceGetP2PStatus", first, first, 7, &bad_status) == NVML_ERROR_INVALID_ARGUMENT,
+        "nvmlDeviceGetP2PStatus took an unknown capability index");
+  nvml_dev none = NULL;
+  check(NVML("nvmlDeviceGetHandleByPciBusId_v2", "not:a:bus", &none) == NVML_ERROR_INVALID_ARGUMENT,
+        "a malformed PCI address was not refused");
 
   int nvml_cuda = 0, cu_version = 0;
   check(NVML("nvmlSystemGetCudaDriverVersion", &nvml_cuda) == 0, "nvmlSystemGetCudaDriverVersion");

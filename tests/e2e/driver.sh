@@ -186,17 +186,17 @@ vmm)
   toured vmm "$rc"
   expect_in vmm.out "^granularity: 2097152$"
   for what in "cuMemMap partial" "cuMemMap offset" "cuMemMap alias" "cuMemSetAccess read-only" \
-    "cuMemCreate fabric" cuMulticastCreate; do
+    "cuMemCreate fabric" "cuMemCreate host" cuMulticastCreate; do
     expect_in vmm.out "^refused: $what=CUDA_ERROR_NOT_SUPPORTED$"
   done
   for line in "cuMemMap of part of a handle" "cuMemMap of a handle that is already mapped" \
     "cuMemSetAccess with access other than read/write" "cuMemCreate with a fabric or Win32 handle type" \
-    "cuMulticastCreate is"; do
+    "cuMemCreate of host memory" "cuMulticastCreate is"; do
     n=$(grep -c "ferry: $line.*not supported by ferry" "$work/vmm.err")
     [ "$n" = 1 ] || fail "expected one line '$line ... not supported by ferry', got $n"
   done
   n=$(grep -c "not supported" "$work/vmm.err")
-  [ "$n" = 5 ] || fail "expected 5 refusals, got $n"
+  [ "$n" = 6 ] || fail "expected 6 refusals, got $n"
   expect_in vmm.err "cuMemAddressFree of a reservation whose memory is still mapped"
   # two vGPUs: each maps its own memory; between them, refused
   rc=$(FERRY_DEVICES="$FERRY_DEVICES,$FERRY_DEVICES" run vmm2 drv_vmm "$apps/drv_kernels.fatbin")

@@ -59,6 +59,10 @@ answers)
   passed all "$rc"
   expect_in all.out "^cuDeviceGetCount: 2$"
   expect_in all.out "^out of range index 2: 2$"
+  # NCCL's start-up asks every pair: a device reaches itself, two vGPUs
+  # each other only as cuDeviceCanAccessPeer says
+  expect_in all.out "^p2p 1 1 caps 1: 0 status 0 cuda 1$"
+  expect_in all.out "^p2p 0 1 caps 0: 0 status 5 cuda 0$"
   expect_in all.out "^nvmlDeviceGetPowerUsage: 3 3 (Not Supported)$"
   line="ferry: nvmlDeviceGetPowerUsage is not supported by ferry; returning NVML_ERROR_NOT_SUPPORTED"
   [ "$(grep -c "^$line$" "$work/all.err")" = 1 ] || fail "the unserved call was not said exactly once"
