@@ -12,7 +12,9 @@
  *                                open, wait for a line in FIFO)
  *        drv_vmm_ipc writer|reader SOCKFD
  *        drv_vmm_ipc local        export on whatever device there is
+ * DRV_VMM_IPC_CHILD_DEVICES: FERRY_DEVICES of the writer and the reader.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
@@ -87,6 +89,10 @@ static pid_t start(const char *role, int *sock) {
     close(sv[0]);
     char fd[16];
     snprintf(fd, sizeof fd, "%d", sv[1]);
+    /* the children on a vGPU of their own: two GPUs of one server, as
+       NCCL's ranks share their buffers */
+    const char *devices = getenv("DRV_VMM_IPC_CHILD_DEVICES");
+    if (devices) setenv("FERRY_DEVICES", devices, 1);
     execl("/proc/self/exe", "drv_vmm_ipc", role, fd, (char *)NULL);
     _exit(127);
   }
@@ -139,6 +145,10 @@ static CUdeviceptr map_imported(int fd, CUdeviceptr at) {
 static int child(const char *role, int sock) {
   CUdevice dev;
   drv_primary(&dev);
+  char bus[32] = "";
+  CU(cuDeviceGetPCIBusId(bus, (int)sizeof bus, dev));
+  printf("%s on %s\n", role, bus);
+  fflush(stdout);
   int a, b;
   recv_fds(sock, &a, &b);
   CUdeviceptr r = 0;

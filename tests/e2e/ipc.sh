@@ -122,6 +122,17 @@ vmm)
   done
   [ "$(grep -c '^ferry:' "$work/vmm.err")" = 4 ] || fail "lines from ferry other than the refusals"
   ;;
+vmm_two_gpus)
+  # the shape of NCCL's P2P transport: each program on its own GPU of one
+  # server, the children mapping memory of the parent's GPU
+  FERRY_SIM_GPUS=2 start_server
+  rc=$(DRV_VMM_IPC_CHILD_DEVICES="tcp://127.0.0.1:$port/1" run vmm2 drv_vmm_ipc)
+  passed vmm2 "$rc"
+  expect_in vmm2.out "^exported$"
+  # the simulation's GPU 1 is at bus 0x3b
+  expect_in vmm2.out "^writer on 00000000:3b:00.0$"
+  expect_in vmm2.out "^reader on 00000000:3b:00.0$"
+  ;;
 vmm_migrate_refused)
   # exported VMM handles hold the vGPU on its server
   start_server
