@@ -12,6 +12,12 @@
  * and the protocol version, and hands the hello it read to the child.
  * Sessions are bounded in all and per client address; whatever is refused
  * gets a GOODBYE saying why, and the log says so at a bounded rate.
+ *
+ * FERRY_STREAMS' data connections come to the same port: their hello is a
+ * stripe hello (protocol/stripe.h), whose key a session registered on its
+ * broker channel (broker.h); the parent forks nothing for them and passes
+ * the socket to that session. A key nobody registered is refused, closed
+ * without a word.
  */
 #include "server.h"
 
@@ -36,6 +42,7 @@
 #include "broker_client.h"
 #include "common/log.h"
 #include "metrics.h"
+#include "protocol/stripe.h"
 #include "transport/backends.h" /* ferry_tcp_fd: the socket to read a hello from */
 
 #define MAX_LISTENERS 16
@@ -140,14 +147,14 @@ static long now_ms(void) {
 
 /* ---- refusals, logged at a bounded rate ---- */
 
-enum { R_SESSIONS, R_PEER, R_PENDING, R_TIMEOUT, R_HELLO, R_PROTOCOL, R_GONE, R_COUNT };
+enum { R_SESSIONS, R_PEER, R_PENDING, R_TIMEOUT, R_HELLO, R_PROTOCOL, R_GONE, R_STRIPE, R_COUNT };
 static const char *const refusal_kind[R_COUNT] = {
     "--max-sessions", "--max-per-peer", "handshakes pending", "handshake timeout",
-    "hello refused", "malformed handshake", "closed before hello"};
+    "hello refused", "malformed handshake", "closed before hello", "data connection"};
 /* the same, as ferry_sessions_refused_total's reason label */
 static const char *const refusal_label[R_COUNT] = {
     "max_sessions", "max_per_peer", "pending", "handshake_timeout",
-    "hello_refused", "protocol", "closed_before_hello"};
+    "hello_refused", "protocol", "closed_before_hello", "data_connection"};
 
 /* a bucket per kind: a burst of RL_BURST lines, then one a second; what is
    left out is counted and said later */
@@ -382,6 +389,13 @@ struct pending {
   int judged; /* the header is complete and was found fine */
   struct ferry_frame h;
   char *body;
+  /* a data connection (FERRY_STREAMS): its hello began with the stripe
+     magic, and goes into sh instead */
+  int stripe;
+  struct ferry_stripe_hello sh;
+  /* let in past --max-sessions/--max-per-peer/--once because a session
+     waited for data connections: judged again if it is a session's hello */
+  int lenient;
 };
 static struct pending *pend;
 static int npend;
@@ -439,12 +453,54 @@ static void reap(const struct server_opts *o, pid_t want, int *want_done, int *w
   }
 }
 
-/* sessions and handshakes of one client address */
+/* sessions and handshakes of one client address (not data connections) */
 static int peer_count(const char *ip) {
   int n = 0;
   for (size_t i = 0; i < nchildren; i++) n += !strcmp(children[i].ip, ip);
-  for (int i = 0; i < npend; i++) n += !strcmp(pend[i].ip, ip);
+  for (int i = 0; i < npend; i++) n += !pend[i].stripe && !strcmp(pend[i].ip, ip);
   return n;
+}
+
+static struct child *child_of(pid_t pid) {
+  for (size_t i = 0; i < nchildren; i++)
+    if (children[i].pid == pid) return &children[i];
+  return NULL;
+}
+
+/* a session waits for data connections: of a client at ip (NULL: any) */
+static int stripes_awaited(const char *ip) {
+  for (size_t i = 0; i < brokers.nsk; i++) {
+    const struct child *ch = child_of(brokers.sk[i].owner);
+    if (ch && (!ip || !strcmp(ch->ip, ip))) return 1;
+  }
+  return 0;
+}
+
+/* tests: FERRY_FAULT=stripe_handoff refuses every data connection, as if
+   no session had its key (the session goes on with one connection) */
+static int handoff_fault(void) {
+  const char *f = getenv("FERRY_FAULT");
+  return f && !strcmp(f, "stripe_handoff");
+}
+
+/* A data connection's hello is complete: the session that registered its
+   key gets the socket; a stranger's is closed, counted and logged. */
+static void hand_over(struct pending *p) {
+  pid_t owner = handoff_fault() ? 0 : broker_stripe_claim(&brokers, p->sh.key, now_ms());
+  struct child *ch = owner > 0 ? child_of(owner) : NULL;
+  if (!ch || ch->broker_fd < 0) {
+    /* no GOODBYE: a data connection reads no frames */
+    log_refusal(R_STRIPE, "refused a data connection from %s: no valid key", p->c->peer);
+    p->c->ops->close(p->c);
+    return;
+  }
+  if (broker_hand_conn(ch->broker_fd, p->sh.key, p->sh.lane, p->fd)) {
+    ferry_log("session from %s (pid %d): cannot hand it the data connection from %s: %s",
+              ch->peer, (int)ch->pid, p->c->peer, strerror(errno));
+    p->c->ops->close(p->c); /* it goes on with one connection */
+    return;
+  }
+  p->c->ops->detach(p->c); /* the session has the socket now */
 }
 
 /* Refuses a connection: for tcp, the hello's REPLY with status (if any)
@@ -523,7 +579,7 @@ static void serve_broker(int fd) {
     if (r < 0)
       ferry_log("CUDA IPC: session from %s (pid %d) sent a malformed broker message: %s",
                 children[i].peer, (int)children[i].pid, why);
-    if (r > 0) { /* it hung up: it is ending; reap drops its exports */
+    if (r > 0) { /* it hung up: it is ending; reap drops its exports and key */
       close(fd);
       children[i].broker_fd = -1;
     }
@@ -600,7 +656,8 @@ static pid_t fork_session(struct ferry_conn *c, const char *ip, const struct ser
   struct session_stats *stats = metrics_take(c->peer);
   int bsv[2] = {-1, -1};
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, bsv))
-    ferry_log("socketpair for %s: %s; its session serves no CUDA IPC", c->peer, strerror(errno));
+    ferry_log("socketpair for %s: %s; its session serves no CUDA IPC and no data connections",
+              c->peer, strerror(errno));
   pid_t pid = fork();
   if (pid < 0) {
     ferry_log("fork for %s: %s", c->peer, strerror(errno));
@@ -632,6 +689,7 @@ static pid_t fork_session(struct ferry_conn *c, const char *ip, const struct ser
       close(bsv[0]);
       server_broker_init(&broker, bsv[1], instance);
       mine.broker = &broker.ops;
+      mine.parent = &broker;
     }
     _exit(session_run_hello(c, &mine, hello));
   }
@@ -648,11 +706,12 @@ static pid_t fork_session(struct ferry_conn *c, const char *ip, const struct ser
 }
 
 /* A step of reading pending[i]'s hello: 0 while it is incomplete, 1 when
-   it is all there, -1 when the client went away, -2 when it broke the
-   protocol (why says how). */
+   it is all there, 2 when a data connection's is, -1 when the client went
+   away, -2 when it broke the protocol (why says how). */
 static int hello_step(struct pending *p, char *why, size_t n) {
   for (;;) {
-    size_t need = sizeof p->h + (p->judged ? p->h.body_len : 0);
+    size_t need = p->stripe ? sizeof p->sh : sizeof p->h + (p->judged ? p->h.body_len : 0);
+    if (p->got == need && p->stripe) return 2;
     if (p->got == need && p->judged) return 1;
     if (p->got == need) {
       /* the header is complete: judge it before reading on */
@@ -674,10 +733,20 @@ static int hello_step(struct pending *p, char *why, size_t n) {
       p->judged = 1;
       continue;
     }
-    char *dst = p->got < sizeof p->h ? (char *)&p->h + p->got : p->body + (p->got - sizeof p->h);
+    char *dst = p->stripe ? (char *)&p->sh + p->got
+                : p->got < sizeof p->h ? (char *)&p->h + p->got
+                                       : p->body + (p->got - sizeof p->h);
     ssize_t r = recv(p->fd, dst, need - p->got, MSG_DONTWAIT);
     if (r > 0) {
       p->got += (size_t)r;
+      /* a data connection's hello opens with a magic of its own; the
+         header read so far (never more than 32 bytes) is the start of it */
+      if (!p->stripe && !p->judged && p->got >= sizeof p->h.magic &&
+          p->h.magic == FERRY_STRIPE_MAGIC) {
+        _Static_assert(sizeof p->h < sizeof p->sh, "a stripe hello is longer than a header");
+        p->stripe = 1;
+        memcpy(&p->sh, &p->h, p->got);
+      }
       continue;
     }
     if (r < 0 && errno == EINTR) continue;
@@ -827,14 +896,16 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  int listening = 1, stopping = 0;
+  int stopping = 0;
   pid_t once_pid = 0;
   int once_done = 0, once_st = 0;
   int once_exit = -1; /* --once: the status, when its one session ended before a fork */
+  int once_shut = 0;   /* --once: the others were sent away */
   while (!stopping && !(once && (once_done || once_exit >= 0))) {
     /* poll: signals, listeners, pending hellos, lingering refusals */
     long now = now_ms();
     int wait = log_dropped();
+    broker_stripe_expire(&brokers, now); /* keys whose connections never all came */
     for (int i = 0; i < npend; i++) {
       long left = pend[i].deadline - now;
       if (left < 0) left = 0;
@@ -848,8 +919,7 @@ int main(int argc, char **argv) {
     int n = 0;
     pfd[n++] = (struct pollfd){.fd = sig_pipe[0], .events = POLLIN};
     int lbase = n;
-    if (listening)
-      for (int i = 0; i < nlisten; i++) pfd[n++] = (struct pollfd){.fd = ls[i]->fd, .events = POLLIN};
+    for (int i = 0; i < nlisten; i++) pfd[n++] = (struct pollfd){.fd = ls[i]->fd, .events = POLLIN};
     int pbase = n;
     for (int i = 0; i < npend; i++) pfd[n++] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
     int gbase = n;
@@ -893,6 +963,11 @@ int main(int argc, char **argv) {
       int r = 0;
       if (pfd[pbase + i].revents) r = hello_step(p, why, sizeof why);
       if (r == 0 && now < p->deadline) continue;
+      if (r == 2) { /* a data connection: no session of its own */
+        hand_over(p);
+        drop_pending(i);
+        continue;
+      }
       int32_t status = 0;
       int kind = R_PROTOCOL, code = SESSION_PROTOCOL;
       const char *what = ""; /* before why in the log, not in the GOODBYE */
@@ -920,11 +995,25 @@ int main(int argc, char **argv) {
         }
         ferry_decoder_destroy(&dec);
       }
+      if (kind < 0 && once_pid) { /* let in only in case it was a data connection */
+        refuse(p->c, p->fd, 0, "server busy: it serves one session (--once)");
+        drop_pending(i);
+        continue;
+      }
       if (kind < 0 && (size_t)nchildren >= (size_t)lim.max_sessions) {
         /* others got in while this one was saying hello */
         snprintf(why, sizeof why, "server busy: %d session%s (--max-sessions)", lim.max_sessions,
                  lim.max_sessions == 1 ? "" : "s");
         log_refusal(R_SESSIONS, "refused %s: %s", p->c->peer, why);
+        refuse(p->c, p->fd, 0, why);
+        drop_pending(i);
+        continue;
+      }
+      int others = peer_count(p->ip) - 1; /* this one is pending too */
+      if (kind < 0 && p->lenient && others >= lim.max_per_peer) {
+        snprintf(why, sizeof why, "too many connections from %s: %d sessions and handshakes "
+                 "(--max-per-peer)", p->ip, others);
+        log_refusal(R_PEER, "refused %s: %s", p->c->peer, why);
         refuse(p->c, p->fd, 0, why);
         drop_pending(i);
         continue;
@@ -944,25 +1033,29 @@ int main(int argc, char **argv) {
         log_refusal(kind, "session from %s ended: %s%s", p->c->peer, what, why);
       else
         metrics_refused(kind); /* not logged, still counted */
-      if (kind == R_GONE)
+      int data = p->stripe; /* a data connection reads no GOODBYE */
+      if (kind == R_GONE || data)
         p->c->ops->close(p->c);
       else
         refuse(p->c, p->fd, status, why);
       drop_pending(i);
-      if (once) once_exit = code; /* the one connection --once serves */
-      if (once) break;
+      if (once && !once_pid && !data) {
+        once_exit = code; /* the one connection --once serves */
+        break;
+      }
     }
-    if (once && (once_pid || once_exit >= 0)) {
-      /* --once serves one session: nobody else is let in */
+    if (once && (once_exit >= 0 || (once_pid && !once_shut))) {
+      /* --once serves one session: nobody else is let in; the listeners
+         stay open for its data connections only (the loop ends when its
+         one connection ended before a fork) */
       for (int i = npend - 1; i >= 0; i--) {
+        if (pend[i].stripe) continue;
         refuse(pend[i].c, pend[i].fd, 0, "server busy: it serves one session (--once)");
         drop_pending(i);
       }
-      close_listeners();
-      listening = 0;
-      continue;
+      once_shut = 1;
+      if (once_exit >= 0) continue;
     }
-    if (!listening) continue;
 
     for (int i = 0; i < nlisten; i++) {
       if (!pfd[lbase + i].revents) continue;
@@ -976,14 +1069,30 @@ int main(int argc, char **argv) {
       char ip[160], why[256];
       peer_ip(c->peer, ip, sizeof ip);
       int per_peer = peer_count(ip);
-      if ((size_t)nchildren >= (size_t)lim.max_sessions) {
+      /* while a session waits for its data connections, a tcp connection
+         is let in past the bounds below until its hello says what it is;
+         a session's hello is held to them then */
+      int awaited = fd >= 0 && stripes_awaited(NULL);
+      int lenient = 0;
+      if (once_pid) {
+        if (!awaited) {
+          refuse(c, fd, 0, "server busy: it serves one session (--once)");
+          continue;
+        }
+        lenient = 1;
+      }
+      if ((size_t)nchildren >= (size_t)lim.max_sessions && awaited) {
+        lenient = 1;
+      } else if ((size_t)nchildren >= (size_t)lim.max_sessions) {
         snprintf(why, sizeof why, "server busy: %d session%s (--max-sessions)", lim.max_sessions,
                  lim.max_sessions == 1 ? "" : "s");
         log_refusal(R_SESSIONS, "refused %s: %s", c->peer, why);
         refuse(c, fd, 0, why);
         continue;
       }
-      if (per_peer >= lim.max_per_peer) {
+      if (per_peer >= lim.max_per_peer && fd >= 0 && stripes_awaited(ip)) {
+        lenient = 1;
+      } else if (per_peer >= lim.max_per_peer) {
         snprintf(why, sizeof why, "too many connections from %s: %d sessions and handshakes "
                  "(--max-per-peer)", ip, per_peer);
         log_refusal(R_PEER, "refused %s: %s", c->peer, why);
@@ -997,7 +1106,7 @@ int main(int argc, char **argv) {
         if (pid < 0) c->ops->close(c);
         if (pid > 0 && once) {
           once_pid = pid;
-          break; /* the --once block above closes up on the next round */
+          break; /* the --once block above sends the others away on the next round */
         }
         continue;
       }
@@ -1014,7 +1123,8 @@ int main(int argc, char **argv) {
         drop_pending(old);
       }
       struct pending *p = &pend[npend++];
-      *p = (struct pending){.c = c, .fd = fd, .deadline = now_ms() + lim.handshake_ms};
+      *p = (struct pending){.c = c, .fd = fd, .deadline = now_ms() + lim.handshake_ms,
+                            .lenient = lenient};
       snprintf(p->ip, sizeof p->ip, "%s", ip);
     }
   }

@@ -25,6 +25,7 @@ struct session_stats {
   char client[64];              /* the parent's: the client's address */
 };
 
+struct server_broker; /* broker_client.h */
 struct server_opts {
   const char *backend;     /* "cuda" or "sim" */
   const char *sim_kernels; /* twins .so for the sim backend, may be NULL */
@@ -48,6 +49,9 @@ struct server_opts {
   /* CUDA IPC: the broker in ferry-server's parent (broker.h); NULL: none
      (ferry-mhelper), and the ipc_* calls are refused */
   const struct ferry_ipc_broker *broker;
+  /* the same channel, which also hands over FERRY_STREAMS' data
+     connections (broker_client.h); NULL: none, and stripe_open is refused */
+  struct server_broker *parent;
 };
 
 /* a hello the server's parent read and checked before it forked */
@@ -89,22 +93,26 @@ int session_check_hello(const struct server_opts *opts, const struct ferry_hello
    (none when status is 0), then a GOODBYE with reason. 0, or -1 out of memory. */
 int session_refusal(struct ferry_buf *out, int32_t status, const char *reason);
 
-/* FERRY_STREAMS, the session's side (stripe.c): stripe_open makes a
-   listener beside the control connection and a key; stripe_attach takes
-   the data connections that present it. The parent process plays no part. */
+/* FERRY_STREAMS, the session's side (stripe.c): stripe_open makes a key
+   and gives it to ferry-server's parent, which hands the session the data
+   connections that present it on the server's own port; stripe_attach
+   takes them. */
 struct ferry_stripes;
 struct server_stripe {
-  struct ferry_listener *l; /* between open and attach */
+  struct server_broker *parent; /* between open and attach: the key is the parent's */
   unsigned want;
   uint8_t key[32];
   struct ferry_stripes *set; /* attached: the data connections */
 };
-/* a cudaError_t; the port and key for the reply (key: 32 bytes in st) */
-int server_stripe_open(struct server_stripe *st, struct ferry_conn *control, uint32_t streams,
-                       uint32_t *port, const char **why);
-/* takes `streams` data connections (the client's count) within a short
-   deadline, refusing any with a wrong key; the count taken (0 or the
-   count asked for). timeout_ms: the data connections' FERRY_CALL_TIMEOUT */
+/* a cudaError_t; the port (the one control reached) and key for the reply
+   (key: 32 bytes in st). parent: the channel to ferry-server's parent, NULL
+   where there is none (ferry-mhelper), which refuses */
+int server_stripe_open(struct server_stripe *st, struct ferry_conn *control,
+                       struct server_broker *parent, uint32_t streams, uint32_t *port,
+                       const char **why);
+/* takes `streams` data connections (the client's count) from the parent
+   within a short deadline; the count taken (0 or the count asked for).
+   timeout_ms: the data connections' FERRY_CALL_TIMEOUT */
 unsigned server_stripe_attach(struct server_stripe *st, uint32_t streams, int timeout_ms,
                               const char *peer, int quiet);
 void server_stripe_close(struct server_stripe *st);

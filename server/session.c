@@ -695,13 +695,13 @@ static int serve_stripe(struct session *s) {
   if (s->call == FERRY_CALL_stripe_open) {
     const struct ferry_stripe_open_args *a = s->args;
     struct ferry_stripe_open_rets *r = s->rets;
-    status = server_stripe_open(&s->stripe, s->c, a->streams, &r->port, &why);
+    status = server_stripe_open(&s->stripe, s->c, s->opts->parent, a->streams, &r->port, &why);
     if (!status) r->key = (ferry_blob){s->stripe.key, sizeof s->stripe.key};
     else ferry_debug("stripe_open refused: %s", why);
   } else {
     const struct ferry_stripe_attach_args *a = s->args;
     struct ferry_stripe_attach_rets *r = s->rets;
-    if (!s->stripe.l) status = cudaErrorInvalidValue;
+    if (!s->stripe.parent) status = cudaErrorInvalidValue; /* no stripe_open before */
     else r->streams = server_stripe_attach(&s->stripe, a->streams, (int)s->client_timeout_ms,
                                            s->c->peer, s->opts->quiet);
   }

@@ -416,3 +416,14 @@ const struct ferry_transport ferry_tcp_transport = {
 int ferry_tcp_fd(struct ferry_conn *c) {
   return c && c->ops == &tcp_conn_ops ? ((struct tcp_conn *)c)->fd : -1;
 }
+
+/* a connection another process accepted (ferry-server's parent hands a
+   session its data connections): it was tuned there; its peer for messages */
+struct ferry_conn *ferry_tcp_adopt(int fd) {
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  char peer[160] = "?";
+  if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+    format_sockaddr((struct sockaddr *)&ss, sl, peer, sizeof peer);
+  return wrap_fd(fd, peer);
+}

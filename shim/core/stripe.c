@@ -1,7 +1,8 @@
 /*
  * FERRY_STREAMS on the client: after a tcp link's hello, N data
- * connections to its session (stripe_open gives the port and the key each
- * presents, stripe_attach confirms them), and the striped copies over them
+ * connections to its session (stripe_open gives the port, the server's
+ * own, and the key each presents; stripe_attach confirms them), and the
+ * striped copies over them
  * (remote.c decides which; protocol/stripe.c moves the pieces). When the
  * data connections cannot be opened the link says so in one line and keeps
  * its one connection: nothing fails for it.
@@ -16,15 +17,21 @@
 #include "protocol/stripe.h"
 #include "shim/core/link.h"
 
-/* a data port that does not answer at once is kept shut by a firewall:
-   the control connection to the same host just worked */
+/* a data port that does not answer at once is kept shut by a firewall
+   (an older server's, which listened on a port of its own for them): the
+   control connection to the same host just worked */
 #define STRIPE_CONNECT_MS 3000
 
-static unsigned streams = 1;
+/* 4 by default: they come to the server's own port, so they need no
+   firewall rule beyond its own, and only copies of FERRY_STRIPE_MIN and
+   more use them (an H200's loopback: 8-13 GB/s against one stream's 3-5,
+   from 4 MiB to 1 GiB) */
+#define STREAMS_DEFAULT 4
+static unsigned streams = STREAMS_DEFAULT;
 static pthread_once_t streams_once = PTHREAD_ONCE_INIT;
 static void read_streams(void) {
   uint64_t n;
-  if (ferry_env_uint("FERRY_STREAMS", 1, FERRY_STRIPE_MAX, &n, "a count from 1 to 16", "1"))
+  if (ferry_env_uint("FERRY_STREAMS", 1, FERRY_STRIPE_MAX, &n, "a count from 1 to 16", "4"))
     streams = (unsigned)n;
 }
 

@@ -3,13 +3,17 @@
 # connections per session give the same bytes as one connection (pageable
 # and pinned, both ways, FERRY_STREAMS=1, 4 and 16), and the stripes are
 # really used (FERRY_STATS counts the bytes that went over them, the server
-# says so); a migration with FERRY_STREAMS=4 gives the same checksum; a data
-# connection killed mid-copy fails that copy cleanly, without a hang; a
-# connection with a wrong key is refused and the session goes on; a
-# silent session fails the copy after FERRY_CALL_TIMEOUT; an
-# unreachable data port costs one line and the program goes on with one
-# connection; bad FERRY_STREAMS values are refused in one line; a URL's
-# ?streams=N overrides FERRY_STREAMS.
+# says so); the data connections need no port but the server's own (a
+# program that can reach only that one stripes); a migration with
+# FERRY_STREAMS=4 gives the same checksum; a data connection killed
+# mid-copy fails that copy cleanly, without a hang; a connection with a
+# wrong key is refused and the session goes on; a silent session fails the
+# copy after FERRY_CALL_TIMEOUT; an unreachable data port, or a server
+# that hands the data connections to nobody, costs one line and the
+# program goes on with one connection; --once, --max-sessions and
+# --max-per-peer leave a session its data connections; bad FERRY_STREAMS
+# values are refused in one line; a URL's ?streams=N overrides
+# FERRY_STREAMS.
 # usage: stripe.sh BUILD_DIR CASE
 set -u
 build=$(cd "$1" && pwd)
@@ -49,13 +53,37 @@ streams)
     fi
     expect_not_in "s$n.err" "data connections"
   done
+  # without FERRY_STREAMS: four data connections
+  before=$(grep -c "large copies striped over 4 data connections" "$work/server.log")
+  rc=$(run default big_copies 40)
+  passed default "$rc"
+  [ "$(value default checksum)" = "$want" ] || fail "the default: checksum differs"
+  [ "$(striped default out)" = 102769124 ] || fail "the default: striped_out $(striped default out)"
+  [ "$(grep -c "large copies striped over 4 data connections" "$work/server.log")" = $((before + 1)) ] ||
+    fail "the default is not four data connections"
   # the URL's ?streams=N wins over FERRY_STREAMS
-  rc=$(FERRY_DEVICES="$FERRY_DEVICES?streams=4" run url4 big_copies 8)
+  rc=$(FERRY_STREAMS=1 FERRY_DEVICES="$FERRY_DEVICES?streams=4" run url4 big_copies 8)
   passed url4 "$rc"
   [ "$(striped url4 out)" != 0 ] || fail "?streams=4 striped nothing"
   rc=$(FERRY_STREAMS=4 FERRY_DEVICES="$FERRY_DEVICES?streams=1" run url1 big_copies 8)
   passed url1 "$rc"
   [ "$(striped url1 out)" = 0 ] || fail "?streams=1 striped"
+  ;;
+one_port)
+  # a firewall lets the program reach the server's port and no other: the
+  # data connections come through that one, and the copies stripe
+  start_sim_server
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0 FERRY_STREAMS=4
+  firewall="${FERRY_PRELOAD:+$FERRY_PRELOAD }$build/tests/e2e/libferry_one_port.so"
+  rc=$(FERRY_TEST_ONE_PORT=$port FERRY_PRELOAD=$firewall run one big_copies 8)
+  passed one "$rc"
+  [ "$(striped one out)" != 0 ] && [ "$(striped one in)" != 0 ] || fail "striped nothing through the server's port"
+  expect_not_in one.err "data connections"
+  expect_in server.log "large copies striped over 4 data connections"
+  # the firewall is up: with another port open, the server cannot be reached
+  rc=$(FERRY_TEST_ONE_PORT=1 FERRY_PRELOAD=$firewall run shut big_copies 8)
+  [ "$rc" != 0 ] || fail "the firewall let the program through"
+  expect_in shut.err "Connection refused"
   ;;
 kill)
   # the last data connection dies half-way through the 1st striped copy (host
@@ -106,6 +134,39 @@ unreachable)
   [ "$(striped unreach out)" = 0 ] || fail "striped without data connections"
   expect_in server.log "no data connections"
   ;;
+handoff)
+  # the server's parent hands the data connections to nobody (as if the
+  # session's key were lost): each is refused, the session gives up after
+  # its deadline, and the program says so once and goes on with one
+  FERRY_FAULT=stripe_handoff start_sim_server
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0 FERRY_STREAMS=4
+  rc=$(run lost big_copies 8)
+  passed lost "$rc"
+  n=$(grep -c "data connections" "$work/lost.err")
+  [ "$n" = 1 ] || fail "$n lines about the data connections, expected 1"
+  expect_in lost.err "cannot open data connections to 127.0.0.1 port $port (the server took 0 of 4); large copies use the one connection"
+  [ "$(striped lost out)" = 0 ] || fail "striped without data connections"
+  expect_in server.log "refused a data connection from 127.0.0.1:[0-9]*: no valid key"
+  expect_in server.log "no data connections (0 of 4 came within 3000 ms)"
+  ;;
+bounds)
+  # the bounds on sessions are not the data connections' (one session
+  # with its four is more than --max-per-peer 1 counts), and --once keeps
+  # its port open for them
+  start_sim_server --max-sessions 1 --max-per-peer 1
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0 FERRY_STREAMS=4
+  rc=$(run bounded big_copies 8)
+  passed bounded "$rc"
+  [ "$(striped bounded out)" != 0 ] || fail "striped nothing within --max-sessions 1 --max-per-peer 1"
+  expect_not_in bounded.err "data connections"
+  start_sim_server --once
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+  rc=$(run once big_copies 8)
+  passed once "$rc"
+  [ "$(striped once out)" != 0 ] || fail "striped nothing with --once"
+  expect_not_in once.err "data connections"
+  wait "$server_pid" || fail "ferry-server --once exited $?"
+  ;;
 migrate)
   # mem-sync over data connections: migrate_iter copies back its large
   # buffers only at its end, after the move, so whatever came striped in a
@@ -150,12 +211,15 @@ silent)
 bad_values)
   start_sim_server
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+  # each refused in one line; the default, four, is used
   for v in 0 17 4x; do
     rc=$(FERRY_STREAMS=$v run "bad$v" big_copies 5)
     passed "bad$v" "$rc"
-    expect_in "bad$v.err" "FERRY_STREAMS=$v ignored: expected a count from 1 to 16; using 1"
-    [ "$(striped "bad$v" out)" = 0 ] || fail "FERRY_STREAMS=$v striped"
+    expect_in "bad$v.err" "FERRY_STREAMS=$v ignored: expected a count from 1 to 16; using 4"
+    [ "$(grep -c "FERRY_STREAMS" "$work/bad$v.err")" = 1 ] || fail "FERRY_STREAMS=$v: not one line"
+    [ "$(striped "bad$v" out)" != 0 ] || fail "FERRY_STREAMS=$v: the default striped nothing"
   done
+  expect_in server.log "large copies striped over 4 data connections"
   ;;
 *)
   fail "unknown case"

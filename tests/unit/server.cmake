@@ -12,7 +12,10 @@ target_link_libraries(test_graph_session PRIVATE ferry_transport ferry_protocol 
 target_compile_definitions(test_graph_session PRIVATE FERRY_SERVER_BIN="$<TARGET_FILE:ferry-server>"
                            UNIT_TWINS="$<TARGET_FILE:ferry_unit_twins>")
 add_dependencies(test_graph_session ferry-server ferry_unit_twins)
-# CUDA IPC's broker (server/broker.c): its table, every malformed message,
-# requests served over a socketpair with descriptors passed
+# the broker in ferry-server's parent (server/broker.c) and a session's end
+# of it (server/broker_client.c): CUDA IPC's table, FERRY_STREAMS' keys,
+# every malformed message, requests served and data connections handed
+# over a socketpair with descriptors passed
 ferry_unit_test(test_broker ${CMAKE_SOURCE_DIR}/tests/unit/test_broker.c
-                ${CMAKE_SOURCE_DIR}/server/broker.c)
+                ${CMAKE_SOURCE_DIR}/server/broker.c ${CMAKE_SOURCE_DIR}/server/broker_client.c)
+target_link_libraries(test_broker PRIVATE ferry_common Threads::Threads)

@@ -1,7 +1,10 @@
 /*
- * CUDA IPC's broker (server/broker.c): the table's rules (bounds, owners,
- * a session's end), the checks of every message, and one request served
- * over a real SOCK_SEQPACKET pair with descriptors passed and refused.
+ * The broker in ferry-server's parent (server/broker.c): CUDA IPC's table
+ * (bounds, owners, a session's end), FERRY_STREAMS' keys (lanes, deadlines,
+ * owners, strangers), the checks of every message, and requests served
+ * over a real SOCK_SEQPACKET pair with descriptors passed and refused; the
+ * session's end (server/broker_client.c) taking the data connections the
+ * parent hands over, also while it waits for a reply, and closing late ones.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +13,8 @@
 
 #include <cmocka.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -17,6 +22,7 @@
 #include <unistd.h>
 
 #include "server/broker.h"
+#include "server/broker_client.h"
 
 static int open_fds(void) {
   int n = 0;
@@ -118,6 +124,15 @@ static void test_parse(void **state) {
       {BROKER_MAGIC, BROKER_DROP, 0, 0, 4, 0, 0, 0, 0, 0, "carries"},
       {BROKER_MAGIC, BROKER_PUT, 0, 0, 0, 0, 0, 0, 0, 0, "without a description"},
       {BROKER_MAGIC, BROKER_GET, 0, 7, 0, 0, 0, 0, 0, 0, "with a status"},
+      /* FERRY_STREAMS' messages: their description is one struct, a key
+         comes alone, a connection with its one descriptor, to the session */
+      {BROKER_MAGIC, BROKER_STRIPE_KEY, 0, 0, 8, 0, 0, 0, 0, 0, "description"},
+      {BROKER_MAGIC, BROKER_STRIPE_END, 1, 0, 36, 0, 0, 1, 0, 0, "descriptors"},
+      {BROKER_MAGIC, BROKER_STRIPE_CONN, 0, 0, 36, 0, 0, 0, 0, 1, "descriptors"},
+      {BROKER_MAGIC, BROKER_STRIPE_CONN, 2, 0, 36, 0, 0, 2, 0, 1, "descriptors"},
+      {BROKER_MAGIC, BROKER_STRIPE_CONN, 1, 0, 36, 0, 0, 1, 0, 0, "not a request"},
+      {BROKER_MAGIC, BROKER_STRIPE_KEY, 0, 0, 36, 0, 0, 0, 0, 1, "not a reply"},
+      {BROKER_MAGIC, BROKER_STRIPE_CONN, 1, 3, 36, 0, 0, 1, 0, 1, "status"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     n = msg(buf, bad[i].magic, bad[i].op, bad[i].nfds, bad[i].status,
@@ -134,6 +149,70 @@ static void test_parse(void **state) {
   /* shorter than a header */
   assert_int_equal(broker_parse(buf, 3, 0, 0, 0, &h, &meta, why, sizeof why), -1);
   assert_non_null(strstr(why, "shorter"));
+
+  /* a key for 1 to 16 data connections, no more, no fewer */
+  struct broker_stripe d = {.lane = 4};
+  n = msg(buf, BROKER_MAGIC, BROKER_STRIPE_KEY, 0, 0, sizeof d, 0);
+  memcpy(buf + sizeof h, &d, sizeof d);
+  assert_int_equal(broker_parse(buf, n, 0, 0, 0, &h, &meta, why, sizeof why), 0);
+  assert_int_equal(sizeof d, 36);
+  for (unsigned lanes = 0; lanes <= FERRY_STRIPE_MAX + 1; lanes += FERRY_STRIPE_MAX + 1) {
+    d.lane = lanes;
+    memcpy(buf + sizeof h, &d, sizeof d);
+    assert_int_equal(broker_parse(buf, n, 0, 0, 0, &h, &meta, why, sizeof why), -1);
+    assert_non_null(strstr(why, "data connections (1 to 16)"));
+  }
+  n = msg(buf, BROKER_MAGIC, BROKER_STRIPE_CONN, 1, 0, sizeof d, 0);
+  assert_int_equal(broker_parse(buf, n, 1, 0, 1, &h, &meta, why, sizeof why), 0);
+  n = msg(buf, BROKER_MAGIC, BROKER_STRIPE_END, 0, 0, sizeof d, 0);
+  assert_int_equal(broker_parse(buf, n, 0, 0, 0, &h, &meta, why, sizeof why), 0);
+}
+
+static void stripe_key_of(uint8_t *key, int v) {
+  memset(key, 0x33, FERRY_STRIPE_KEY_LEN);
+  key[FERRY_STRIPE_KEY_LEN - 1] = (uint8_t)v;
+}
+
+/* FERRY_STREAMS' keys: a key lets in as many connections as it has lanes,
+   until its deadline; strangers, ended keys and keys of sessions that
+   ended let in nothing */
+static void test_stripe_keys(void **state) {
+  (void)state;
+  struct broker_table t = {0};
+  uint8_t k1[FERRY_STRIPE_KEY_LEN], k2[FERRY_STRIPE_KEY_LEN], k3[FERRY_STRIPE_KEY_LEN];
+  stripe_key_of(k1, 1), stripe_key_of(k2, 2), stripe_key_of(k3, 3);
+  assert_int_equal(broker_stripe_put(&t, 10, k1, 2, 1000), 0);
+  assert_int_equal(broker_stripe_put(&t, 20, k2, 4, 1000), 0);
+  /* a stranger: one byte off */
+  assert_int_equal(broker_stripe_claim(&t, k3, 0), 0);
+  /* two lanes, then the key is spent */
+  assert_int_equal(broker_stripe_claim(&t, k1, 0), 10);
+  assert_int_equal(broker_stripe_claim(&t, k1, 999), 10);
+  assert_int_equal(broker_stripe_claim(&t, k1, 0), 0);
+  assert_int_equal(t.nsk, 1);
+  /* only its owner ends a key */
+  broker_stripe_end(&t, 10, k2);
+  assert_int_equal(broker_stripe_claim(&t, k2, 0), 20);
+  broker_stripe_end(&t, 20, k2);
+  assert_int_equal(broker_stripe_claim(&t, k2, 0), 0);
+  assert_int_equal(t.nsk, 0);
+  /* past its deadline a key lets in nothing, and expiry removes it */
+  assert_int_equal(broker_stripe_put(&t, 10, k1, 2, 1000), 0);
+  assert_int_equal(broker_stripe_claim(&t, k1, 1000), 0);
+  assert_int_equal(broker_stripe_expire(&t, 999), 1);
+  assert_int_equal(broker_stripe_expire(&t, 1000), 0);
+  /* a session's new key replaces its old one */
+  assert_int_equal(broker_stripe_put(&t, 10, k1, 2, 1000), 0);
+  assert_int_equal(broker_stripe_put(&t, 10, k3, 2, 1000), 0);
+  assert_int_equal(t.nsk, 1);
+  assert_int_equal(broker_stripe_claim(&t, k1, 0), 0);
+  /* a session that ended takes its key with it */
+  assert_int_equal(broker_stripe_put(&t, 20, k2, 2, 1000), 0);
+  assert_int_equal(broker_table_drop_owner(&t, 10), 0);
+  assert_int_equal(broker_stripe_claim(&t, k3, 0), 0);
+  assert_int_equal(broker_stripe_claim(&t, k2, 0), 20);
+  broker_table_free(&t);
+  assert_int_equal(t.nsk, 0);
 }
 
 /* sends a request with fds over s */
@@ -246,11 +325,170 @@ static void test_serve(void **state) {
   assert_int_equal(open_fds(), before);
 }
 
+/* ---- FERRY_STREAMS' hand-over: the parent here, a session in a thread ---- */
+
+struct session_side {
+  struct server_broker b;
+  uint8_t key[FERRY_STRIPE_KEY_LEN];
+  int keyed;       /* server_broker_stripe_key's answer */
+  int ipc;         /* a CUDA IPC get's answer, asked while connections come */
+  int fds[3];      /* what take gave, in order (-1: none came) */
+  uint32_t lanes[3];
+};
+
+static void *session_main(void *arg) {
+  struct session_side *s = arg;
+  s->keyed = server_broker_stripe_key(&s->b, s->key, 2);
+  if (s->keyed) return NULL;
+  /* a CUDA IPC request: a data connection comes before its reply */
+  uint8_t k[FERRY_IPC_KEY_LEN] = {9};
+  unsigned nfds = 0;
+  size_t ml = 0;
+  int fds[1];
+  s->ipc = s->b.ops.get(s->b.ops.ctx, k, NULL, &ml, fds, &nfds);
+  for (int i = 0; i < 3; i++)
+    s->fds[i] = server_broker_stripe_take(&s->b, s->key, i < 2 ? 5000 : 50, &s->lanes[i]);
+  server_broker_stripe_end(&s->b, s->key);
+  return NULL;
+}
+
+/* one request from the session, served */
+static void serve_one(struct broker_table *t, int sock, pid_t owner) {
+  struct pollfd p = {.fd = sock, .events = POLLIN};
+  assert_int_equal(poll(&p, 1, 5000), 1);
+  char why[200];
+  assert_int_equal(broker_serve(t, sock, owner, why, sizeof why), 0);
+}
+
+/* a connected pair standing in for a data connection: the session gets
+   one end, the test keeps the other to see it is open or closed */
+static void a_conn(int *mine, int *theirs) {
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  *mine = sv[0];
+  *theirs = sv[1];
+}
+
+static int closed_far(int fd) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  char c;
+  return poll(&p, 1, 5000) == 1 && read(fd, &c, 1) == 0;
+}
+
+static void test_stripe_handover(void **state) {
+  (void)state;
+  int before = open_fds();
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  struct broker_table t = {0};
+  struct session_side s;
+  server_broker_init(&s.b, sv[1], 1);
+  stripe_key_of(s.key, 7);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, session_main, &s), 0);
+
+  /* the key is registered (and answered) before the client may know it */
+  serve_one(&t, sv[0], 10);
+  assert_int_equal(t.nsk, 1);
+  /* a late connection of an older key is closed by the session, unseen */
+  uint8_t old[FERRY_STRIPE_KEY_LEN];
+  stripe_key_of(old, 6);
+  int late, late_far;
+  a_conn(&late, &late_far);
+  assert_int_equal(broker_hand_conn(sv[0], old, 0, late), 0);
+  close(late);
+  /* lane 1 comes while the session waits for an IPC reply: it is kept */
+  int c1, c1_far, c0, c0_far;
+  a_conn(&c1, &c1_far);
+  assert_int_equal(broker_stripe_claim(&t, s.key, 0), 10);
+  assert_int_equal(broker_hand_conn(sv[0], s.key, 1, c1), 0);
+  close(c1);
+  serve_one(&t, sv[0], 10); /* the get: no such export */
+  a_conn(&c0, &c0_far);
+  assert_int_equal(broker_stripe_claim(&t, s.key, 0), 10);
+  assert_int_equal(broker_hand_conn(sv[0], s.key, 0, c0), 0);
+  close(c0);
+  /* both lanes came: the key is spent, a third presenting it is a stranger */
+  assert_int_equal(broker_stripe_claim(&t, s.key, 0), 0);
+  serve_one(&t, sv[0], 10); /* the end */
+  pthread_join(th, NULL);
+
+  assert_int_equal(s.keyed, 0);
+  assert_int_equal(s.ipc, FERRY_IPC_NO_EXPORT);
+  assert_true(closed_far(late_far));
+  assert_true(s.fds[0] >= 0 && s.fds[1] >= 0);
+  assert_int_equal(s.fds[2], -1);
+  assert_int_equal(s.lanes[0], 1);
+  assert_int_equal(s.lanes[1], 0);
+  /* they are the very connections: bytes go through */
+  assert_int_equal(write(s.fds[0], "1", 1), 1);
+  assert_int_equal(write(s.fds[1], "0", 1), 1);
+  char got = 0;
+  assert_int_equal(read(c1_far, &got, 1), 1);
+  assert_int_equal(got, '1');
+  assert_int_equal(read(c0_far, &got, 1), 1);
+  assert_int_equal(got, '0');
+  close(s.fds[0]);
+  close(s.fds[1]);
+  close(c0_far);
+  close(c1_far);
+  close(late_far);
+
+  /* a connection handed over after the end is taken by nobody, and
+     closed when the session next reads its channel */
+  a_conn(&late, &late_far);
+  assert_int_equal(broker_hand_conn(sv[0], s.key, 0, late), 0);
+  close(late);
+  uint32_t lane;
+  assert_int_equal(server_broker_stripe_take(&s.b, s.key, 10, &lane), -1);
+  server_broker_stripe_end(&s.b, s.key);
+  assert_true(closed_far(late_far));
+  close(late_far);
+  serve_one(&t, sv[0], 10); /* that end */
+  close(sv[0]);
+  close(sv[1]);
+  broker_table_free(&t);
+  assert_int_equal(open_fds(), before);
+}
+
+/* broker_take_fds: every descriptor of every SCM_RIGHTS header, closing
+   those beyond the room */
+static void test_take_fds(void **state) {
+  (void)state;
+  int before = open_fds();
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+  int p[3] = {a_pipe_end(), a_pipe_end(), a_pipe_end()};
+  struct broker_hdr h = {.magic = BROKER_MAGIC, .op = BROKER_GET, .nfds = 3};
+  assert_true(broker_send(sv[0], &h, NULL, p, 0) > 0);
+  for (int i = 0; i < 3; i++) close(p[i]);
+  union {
+    char b[CMSG_SPACE(8 * sizeof(int))];
+    struct cmsghdr a;
+  } c;
+  char buf[256];
+  struct iovec iov = {buf, sizeof buf};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.b,
+                     .msg_controllen = sizeof c.b};
+  assert_true(recvmsg(sv[1], &m, 0) > 0);
+  int fds[2], extra = 0;
+  assert_int_equal(broker_take_fds(&m, fds, 2, &extra), 2);
+  assert_int_equal(extra, 1);
+  close(fds[0]);
+  close(fds[1]);
+  close(sv[0]);
+  close(sv[1]);
+  assert_int_equal(open_fds(), before);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_table_rules),
       cmocka_unit_test(test_parse),
       cmocka_unit_test(test_serve),
+      cmocka_unit_test(test_stripe_keys),
+      cmocka_unit_test(test_stripe_handover),
+      cmocka_unit_test(test_take_fds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "protocol/codec.h"
+#include "protocol/stripe.h"
 #include "server/server.h"
 #include "transport/reader.h"
 #include "transport/transport.h"
@@ -1479,6 +1480,201 @@ static void test_session_own_hello_deadline(void **state) {
   l->ops->close(l);
 }
 
+/* ---- FERRY_STREAMS: data connections through the server's own port ---- */
+
+/* stripe_open on a session: its status; the port and key it named */
+static int32_t raw_stripe_open(int fd, uint32_t streams, uint32_t *port, uint8_t *key) {
+  struct ferry_stripe_open_args a = {.streams = streams};
+  struct ferry_buf b = {0};
+  frame_bytes(&b, FERRY_CALL_stripe_open, &a, 0);
+  raw_send(fd, b.data, b.len);
+  ferry_buf_free(&b);
+  struct reply r;
+  assert_int_equal(raw_frame(fd, &r, 5000), 0);
+  assert_int_equal(r.h.kind, FERRY_KIND_REPLY);
+  int32_t st = r.h.status;
+  if (!st) {
+    struct ferry_decoder d;
+    ferry_decoder_init(&d);
+    struct ferry_stripe_open_rets rets;
+    if (ferry_decode_rets(&d, FERRY_CALL_stripe_open, r.body, r.h.body_len, &rets))
+      fail_msg("stripe_open reply: %s", d.error);
+    assert_int_equal(rets.key.len, FERRY_STRIPE_KEY_LEN);
+    memcpy(key, rets.key.ptr, FERRY_STRIPE_KEY_LEN);
+    *port = rets.port;
+    ferry_decoder_destroy(&d);
+  }
+  free_reply(&r);
+  return st;
+}
+
+/* stripe_attach: the count the session took */
+static uint32_t raw_stripe_attach(int fd, uint32_t streams) {
+  struct ferry_stripe_attach_args a = {.streams = streams};
+  struct ferry_buf b = {0};
+  frame_bytes(&b, FERRY_CALL_stripe_attach, &a, 0);
+  raw_send(fd, b.data, b.len);
+  ferry_buf_free(&b);
+  struct reply r;
+  assert_int_equal(raw_frame(fd, &r, 10000), 0);
+  assert_int_equal(r.h.kind, FERRY_KIND_REPLY);
+  assert_int_equal(r.h.status, 0);
+  struct ferry_decoder d;
+  ferry_decoder_init(&d);
+  struct ferry_stripe_attach_rets rets;
+  if (ferry_decode_rets(&d, FERRY_CALL_stripe_attach, r.body, r.h.body_len, &rets))
+    fail_msg("stripe_attach reply: %s", d.error);
+  ferry_decoder_destroy(&d);
+  free_reply(&r);
+  return rets.streams;
+}
+
+/* a data connection to port on 127.0.0.1, presenting key as lane */
+static int raw_lane(int port, uint32_t lane, const uint8_t *key) {
+  struct ferry_url u = {.port = port};
+  int fd = raw_dial(&u, NULL);
+  struct ferry_stripe_hello h = {.magic = FERRY_STRIPE_MAGIC, .lane = lane};
+  memcpy(h.key, key, sizeof h.key);
+  raw_send(fd, &h, sizeof h);
+  return fd;
+}
+
+/* the server closed fd without a word (no GOODBYE: a data connection reads none) */
+static void raw_closed(int fd) {
+  char b;
+  assert_int_equal(raw_recv(fd, &b, 1, 5000), -1);
+  close(fd);
+}
+
+/* the data connections come to the server's own port, the one the
+   session's connection reached; the parent forks nothing for them and
+   hands them to the session, whose key they present; a key lets in its
+   lanes once, and nobody else */
+static void test_stripe_main_port(void **state) {
+  (void)state;
+  struct srv s;
+  srv_start(&s, NULL);
+  /* a key nobody gave: closed, counted, logged */
+  uint8_t stranger[FERRY_STRIPE_KEY_LEN];
+  memset(stranger, 0x5a, sizeof stranger);
+  raw_closed(raw_lane(s.url.port, 0, stranger));
+  assert_true(srv_log_has(&s, "refused a data connection from 127.0.0.1:", 2000));
+  assert_true(srv_log_has(&s, ": no valid key", 2000));
+  assert_int_equal(children_of(s.pid, NULL), 0);
+
+  int c = raw_hello(&s.url, NULL);
+  assert_int_equal(wait_children(s.pid, 1, 2000), 1);
+  uint32_t port = 0;
+  uint8_t key[FERRY_STRIPE_KEY_LEN];
+  assert_int_equal(raw_stripe_open(c, 2, &port, key), 0);
+  assert_int_equal(port, (uint32_t)s.url.port);
+  /* before the session's own: a stranger's (the right key but one bit) */
+  memcpy(stranger, key, sizeof key);
+  stranger[5] ^= 1;
+  int st = raw_lane((int)port, 0, stranger);
+  int l1 = raw_lane((int)port, 1, key), l0 = raw_lane((int)port, 0, key);
+  raw_closed(st);
+  assert_int_equal(raw_stripe_attach(c, 2), 2);
+  assert_true(srv_log_has(&s, "large copies striped over 2 data connections", 2000));
+  assert_int_equal(children_of(s.pid, NULL), 1);
+  /* the key is spent: a third connection with it is a stranger */
+  raw_closed(raw_lane((int)port, 0, key));
+  assert_true(srv_log_count(&s, "refused a data connection") >= 3);
+  /* the session holds its data connections: they end with it */
+  close(c);
+  raw_closed(l0);
+  raw_closed(l1);
+  srv_stop(&s);
+}
+
+/* a session's key dies with it: once it is reaped, its key is a stranger's */
+static void test_stripe_key_dies_with_session(void **state) {
+  (void)state;
+  struct srv s;
+  srv_start(&s, NULL);
+  int c = raw_hello(&s.url, NULL);
+  uint32_t port = 0;
+  uint8_t key[FERRY_STRIPE_KEY_LEN];
+  assert_int_equal(raw_stripe_open(c, 4, &port, key), 0);
+  close(c);
+  assert_true(srv_log_has(&s, ") finished: exit status 0", 3000)); /* reaped */
+  raw_closed(raw_lane((int)port, 0, key));
+  assert_true(srv_log_has(&s, "refused a data connection", 2000));
+  assert_int_equal(children_of(s.pid, NULL), 0);
+  srv_stop(&s);
+}
+
+/* the bounds on sessions hold back sessions, not a session's data
+   connections: with --max-sessions and --max-per-peer reached, a waiting
+   session still gets them, while another session is refused */
+static void test_stripe_within_bounds(void **state) {
+  (void)state;
+  struct srv s;
+  static const char *const args[] = {"--max-sessions", "2", "--max-per-peer", "1", NULL};
+  srv_start(&s, args);
+  int c = raw_hello(&s.url, NULL);
+  uint32_t port = 0;
+  uint8_t key[FERRY_STRIPE_KEY_LEN];
+  assert_int_equal(raw_stripe_open(c, 3, &port, key), 0);
+  /* while the key waits: a second session of this address is still one too many */
+  struct ferry_buf hb = {0};
+  hello_frame(&hb, NULL);
+  int other = raw_dial(&s.url, "127.0.0.1");
+  raw_send(other, hb.data, hb.len);
+  raw_goodbye(other, "too many connections from 127.0.0.1: 1 sessions and handshakes "
+                     "(--max-per-peer)");
+  close(other);
+  /* one from elsewhere fills --max-sessions */
+  int d = raw_hello(&s.url, "127.0.0.2");
+  assert_int_equal(wait_children(s.pid, 2, 2000), 2);
+  int third = raw_dial(&s.url, "127.0.0.3");
+  raw_send(third, hb.data, hb.len);
+  raw_goodbye(third, "server busy: 2 sessions (--max-sessions)");
+  close(third);
+  int l[3];
+  for (uint32_t i = 0; i < 3; i++) l[i] = raw_lane((int)port, i, key);
+  assert_int_equal(raw_stripe_attach(c, 3), 3);
+  /* nothing waits now: a connection is refused at once, as before */
+  int quiet = raw_dial(&s.url, NULL);
+  raw_goodbye(quiet, "server busy: 2 sessions (--max-sessions)");
+  close(quiet);
+  ferry_buf_free(&hb);
+  close(c);
+  close(d);
+  for (int i = 0; i < 3; i++) raw_closed(l[i]);
+  srv_stop(&s);
+}
+
+/* --once keeps its port open for its session's data connections, and
+   for nobody else */
+static void test_stripe_once(void **state) {
+  (void)state;
+  struct srv s;
+  static const char *const args[] = {"--once", NULL};
+  srv_start(&s, args);
+  int c = raw_hello(&s.url, NULL);
+  uint32_t port = 0;
+  uint8_t key[FERRY_STRIPE_KEY_LEN];
+  assert_int_equal(raw_stripe_open(c, 2, &port, key), 0);
+  struct ferry_buf hb = {0};
+  hello_frame(&hb, NULL);
+  int other = raw_dial(&s.url, NULL);
+  raw_send(other, hb.data, hb.len);
+  raw_goodbye(other, "server busy: it serves one session (--once)");
+  close(other);
+  ferry_buf_free(&hb);
+  int l0 = raw_lane((int)port, 0, key), l1 = raw_lane((int)port, 1, key);
+  assert_int_equal(raw_stripe_attach(c, 2), 2);
+  close(c);
+  int st = 0;
+  assert_int_equal(waitpid(s.pid, &st, 0), s.pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  raw_closed(l0);
+  raw_closed(l1);
+  close(s.fd);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_healthy_session),
@@ -1508,6 +1704,10 @@ int main(void) {
       cmocka_unit_test(test_empty_bulk_and_announced_module),
       cmocka_unit_test(test_limit_options_checked),
       cmocka_unit_test(test_session_own_hello_deadline),
+      cmocka_unit_test(test_stripe_main_port),
+      cmocka_unit_test(test_stripe_key_dies_with_session),
+      cmocka_unit_test(test_stripe_within_bounds),
+      cmocka_unit_test(test_stripe_once),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
