@@ -9,9 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* one gather is at most this many ranges and bytes (the client chunks) */
-#define GATHER_MAX_RANGES 65536u
-#define GATHER_MAX_BYTES (1ull << 30)
+#define GATHER_MAX_RANGES FERRY_GATHER_MAX_RANGES
+#define GATHER_MAX_BYTES FERRY_GATHER_MAX_BYTES
 
 struct gather {
   const uint64_t *pairs; /* addr, size, addr, size, ... */

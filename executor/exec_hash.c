@@ -13,9 +13,7 @@
 
 #include "common/chunk_hash.h"
 
-/* the reply carries the hashes in its body, which must stay within
-   FERRY_MAX_BODY: 512 KiB of hashes */
-#define HASH_MAX_PIECES (1u << 16)
+#define HASH_MAX_PIECES FERRY_HASH_MAX_PIECES
 /* the pinned buffer: descriptors {addr, len} of every piece, then hashes */
 #define HASH_DESC_BYTES ((size_t)HASH_MAX_PIECES * 16)
 #define HASH_BUF_BYTES (HASH_DESC_BYTES + (size_t)HASH_MAX_PIECES * 8)

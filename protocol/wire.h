@@ -20,6 +20,13 @@
 #define FERRY_MAX_BODY (1u << 20)          /* msgpack body; params are <= 32 KiB */
 #define FERRY_MAX_BULK (1ull << 40)        /* sanity bound for a single transfer */
 #define FERRY_MAX_LAUNCH_ATTRS 16u         /* launch attributes in one launch's attrs blob */
+/* one mem_hash: pieces (its reply's hashes stay within FERRY_MAX_BODY) and
+   ranges; one memcpy_dtoh_gather: ranges and bytes. Callers split larger
+   requests (protocol/mem_batch.c) */
+#define FERRY_HASH_MAX_PIECES 65536u
+#define FERRY_HASH_MAX_RANGES 32768u
+#define FERRY_GATHER_MAX_RANGES 65536u
+#define FERRY_GATHER_MAX_BYTES (1ull << 30)
 
 /* stream and event ids below the program's (common/handles.h starts them at
    16) that ferry itself uses on the wire; 0-2 are the default streams */

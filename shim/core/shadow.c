@@ -34,6 +34,7 @@
 #include "common/chunk_hash.h"
 #include "common/crew.h"
 #include "common/log.h"
+#include "protocol/mem_batch.h"
 #include "shim/core/host.h"
 #include "shim/core/link.h"
 
@@ -480,12 +481,18 @@ static void take_pages(void *arg, size_t lo, size_t hi) {
   }
 }
 
-/* ranges {addr, size} of pieces of v's made shadows; those pieces' bytes come back */
+static int source_call(void *v, unsigned call, const void *args, void *rets,
+                       const struct ferry_bulk *bulk) {
+  return ferry_source_call(v, call, args, rets, bulk);
+}
+/* what a batched request gives back: a call's error, or -1 (its own) */
+static int batch_rc(int rc) { return rc < 0 ? cudaErrorUnknown : rc; }
+
+/* ranges {addr, size} of pieces of v's made shadows; those pieces' bytes
+   come back (in as many gathers as they need) */
 static int gather(struct ferry_vgpu *v, const uint64_t *ranges, size_t nranges, unsigned char *out,
                   uint64_t total) {
-  struct ferry_memcpy_dtoh_gather_args a = {{ranges, nranges * 16}, 0};
-  struct ferry_bulk bulk = {.out = out, .out_len = total};
-  int rc = ferry_source_call(v, FERRY_CALL_memcpy_dtoh_gather, &a, NULL, &bulk);
+  int rc = batch_rc(ferry_gather_batched(source_call, v, ranges, nranges, out));
   if (!rc) S.v[v->index].pulled += total;
   return rc;
 }
@@ -512,13 +519,10 @@ static int pull(struct ferry_vgpu *v, int strict) {
     }
   uint64_t want = total;
   if (!rc && total > PULL_WHOLE) {
-    /* which pages changed, by their hashes on the GPU */
-    struct ferry_mem_hash_args ha = {{ranges, nr * 16}, PAGE};
-    struct ferry_mem_hash_rets hr = {{0}};
-    rc = ferry_source_call(v, FERRY_CALL_mem_hash, &ha, &hr, NULL);
-    if (!rc && hr.hashes.len != pages * 8) rc = cudaErrorUnknown;
-    if (!rc && !(hashes = malloc(pages * 8))) rc = cudaErrorMemoryAllocation;
-    if (!rc) memcpy(hashes, hr.hashes.ptr, pages * 8);
+    /* which pages changed, by their hashes on the GPU (a shadow of more
+       pages than one reply holds takes several calls) */
+    if (!(hashes = malloc(pages * 8))) rc = cudaErrorMemoryAllocation;
+    if (!rc) rc = batch_rc(ferry_mem_hash_batched(source_call, v, ranges, nr, PAGE, hashes));
     if (!rc && !(changed_hash = malloc(pages * 8))) rc = cudaErrorMemoryAllocation;
     size_t k = 0, np = 0, nchanged = 0;
     want = 0;

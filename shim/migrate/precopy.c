@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "common/setting.h"
+#include "protocol/mem_batch.h"
 #include "shim/migrate/migrate_int.h"
 #include "replay/memsync.h"
 #include "replay/replay.h"
@@ -215,36 +216,17 @@ int mig_ahead(struct mig *m) {
   return 0;
 }
 
-/* one mem_hash call's limits (the reply body holds 65536 hashes) */
-#define HASH_MAX_PIECES 65536u
-#define HASH_MAX_RANGES 32768u
+static int source_call(void *v, unsigned call, const void *args, void *rets,
+                       const struct ferry_bulk *bulk) {
+  return ferry_source_call(v, call, args, rets, bulk);
+}
 
 /* hashes of pairs[0..n) in pieces of chunk on one side, into h (pieces
-   long); 0 or the call's error */
+   long); 0 or an error */
 static int hash_side(struct mig *m, int source, const uint64_t *pairs, size_t n, uint64_t chunk,
                      uint64_t *h) {
-  size_t i = 0, done = 0;
-  while (i < n) {
-    size_t first = i, pieces = 0;
-    while (i < n && i - first < HASH_MAX_RANGES) {
-      size_t p = (pairs[2 * i + 1] + chunk - 1) / chunk;
-      if (pieces + p > HASH_MAX_PIECES && i > first) break;
-      if (p > HASH_MAX_PIECES) return 1; /* one range of more pieces than a reply holds */
-      pieces += p;
-      i++;
-    }
-    struct ferry_mem_hash_args a = {.ranges = {pairs + 2 * first, (uint32_t)((i - first) * 16)},
-                                    .chunk = chunk};
-    struct ferry_mem_hash_rets r;
-    int rc = source ? ferry_source_call(m->v, FERRY_CALL_mem_hash, &a, &r, NULL)
-                    : m->t.call(m->t.ctx, FERRY_CALL_mem_hash, &a, &r, NULL);
-    if (rc) return rc;
-    /* the reply buffer is reused by the next call: copied out now */
-    if (r.hashes.len != pieces * 8) return 1;
-    memcpy(h + done, r.hashes.ptr, pieces * 8);
-    done += pieces;
-  }
-  return 0;
+  return source ? ferry_mem_hash_batched(source_call, m->v, pairs, n, chunk, h)
+                : ferry_mem_hash_batched(m->t.call, m->t.ctx, pairs, n, chunk, h);
 }
 
 /* the hashing kernel is loaded (and JIT-compiled: 140-170 ms measured on an
