@@ -599,9 +599,15 @@ static CUresult pack_params(const struct ferry_layout *l, void **params, void **
     return CUDA_SUCCESS;
   }
   if (!buf) return CUDA_ERROR_INVALID_VALUE;
-  /* the driver takes only the parameters' exact size (the padded struct's
-     is refused this way on an H100, driver 580) */
-  if (size != l->bytes) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  /* more than the parameters' size is refused this way (a padded struct's,
+     on an H100, driver 580); less is taken, the rest zero: NCCL passes only
+     the used part of its kernels' 4 KiB argument structure */
+  if (size > l->bytes) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  if (size < l->bytes) {
+    memcpy(params_buf, buf, size);
+    memset(params_buf + size, 0, l->bytes - size);
+    buf = params_buf;
+  }
   *out = (ferry_blob){buf, l->bytes};
   return CUDA_SUCCESS;
 }

@@ -10,6 +10,7 @@
  * Prints "graph launches: G", "launches: L", "checksum: <hex>", PASSED.
  */
 #define _GNU_SOURCE /* RTLD_NOLOAD */
+#include <stddef.h>
 #include <string.h>
 #include <dlfcn.h>
 
@@ -284,6 +285,17 @@ static unsigned long long constants(CUmodule mod, int replays) {
   MUST(cuStreamSynchronize(s));
   MUST(cuMemcpyDtoH(&got, acc1, sizeof got));
   EXPECT(got == 2 * salt_now);
+  /* the same through `extra`, given fewer bytes than the parameter holds
+     (its fields, not its padding): NCCL passes only the used part of its
+     kernels' 4 KiB argument structure so */
+  size_t short_size = offsetof(__typeof__(fa), n) + sizeof fa.n; /* 20 of 24 */
+  void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &fa, CU_LAUNCH_PARAM_BUFFER_SIZE, &short_size,
+                   CU_LAUNCH_PARAM_END};
+  MUST(cuLaunchKernel(fold_struct, 1, 1, 1, 1, 1, 1, 0, s, NULL, extra));
+  launches++;
+  MUST(cuStreamSynchronize(s));
+  MUST(cuMemcpyDtoH(&got, acc1, sizeof got));
+  EXPECT(got == 3 * salt_now);
   got = want;
   MUST(cuGraphExecDestroy(x));
   MUST(cuGraphDestroy(g));
