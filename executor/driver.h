@@ -173,12 +173,23 @@
   X(LinkComplete, "cuLinkComplete", (CUlinkState state, void **cubin, size_t *size))          \
   X(LinkDestroy, "cuLinkDestroy", (CUlinkState state))
 
+struct ferry_nvlink;
+
 struct ferry_driver {
   const char *name; /* "cuda" or "sim" */
 #define FERRY_DRIVER_MEMBER(member, symbol, params) CUresult(*member) params;
   FERRY_DRIVER_FUNCS(FERRY_DRIVER_MEMBER)
 #undef FERRY_DRIVER_MEMBER
+  /* not CUDA: the NVLinks of dev (at PCI address bus_id) as the machine's
+     NVML reports them, at most FERRY_NVLINK_MAX into out; how many (0: no
+     NVML, no NVLink) */
+  unsigned (*nvlinks)(CUdevice dev, const char *bus_id, struct ferry_nvlink *out);
 };
+
+/* NVIDIA's library `name` (libcuda.so.1, libnvidia-ml.so.1), never ferry's
+   front end of the same name, which exports `ferry_marker`: by name, then
+   in the directories drivers live in. NULL when there is none */
+void *ferry_open_nvidia_library(const char *name, const char *ferry_marker);
 
 /* the real driver; NULL with a reason when libcuda.so.1 or a symbol is missing */
 const struct ferry_driver *ferry_driver_cuda(char *err, size_t errlen);

@@ -4,6 +4,7 @@
  * versioned symbols (the _v2 names in driver.h) are the ones we bind.
  */
 #include "executor/driver.h"
+#include "executor/nvml_links.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -14,28 +15,20 @@
 static struct ferry_driver cuda_driver;
 static int cuda_loaded;
 
-/* NVIDIA's driver, never ferry's own libcuda.so.1 (the driver front end,
-   which `ferry run` puts first on the library path of the program and so
-   of the ferry-mhelpers it starts): that one exports ferry_driver_front_end */
-static void *open_nvidia(const char *path) {
+/* NVIDIA's library, never ferry's own front end of that name (which
+   `ferry run` puts first on the library path of the program and so of the
+   ferry-mhelpers it starts): that one exports ferry_marker */
+static void *open_nvidia(const char *path, const char *ferry_marker) {
   void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (dl && dlsym(dl, "ferry_driver_front_end")) {
+  if (dl && dlsym(dl, ferry_marker)) {
     dlclose(dl);
     return NULL;
   }
   return dl;
 }
 
-static void *load_driver(char *err, size_t errlen) {
-  const char *forced = getenv("FERRY_REAL_LIBCUDA");
-  if (forced && *forced) {
-    void *dl = open_nvidia(forced);
-    if (!dl)
-      snprintf(err, errlen, "FERRY_REAL_LIBCUDA=%s is not a CUDA driver: %s", forced,
-               dlerror() ? dlerror() : "it is ferry's own libcuda.so.1");
-    return dl;
-  }
-  void *dl = open_nvidia("libcuda.so.1");
+void *ferry_open_nvidia_library(const char *name, const char *ferry_marker) {
+  void *dl = open_nvidia(name, ferry_marker);
   if (dl)
     return dl;
   /* the name found ferry's library (or nothing): look where drivers live */
@@ -44,13 +37,27 @@ static void *load_driver(char *err, size_t errlen) {
                                      "/usr/lib/aarch64-linux-gnu", "/usr/lib/wsl/lib"};
   for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
     char path[256];
-    snprintf(path, sizeof path, "%s/libcuda.so.1", dirs[i]);
-    if (access(path, R_OK) == 0 && (dl = open_nvidia(path)))
+    snprintf(path, sizeof path, "%s/%s", dirs[i], name);
+    if (access(path, R_OK) == 0 && (dl = open_nvidia(path, ferry_marker)))
       return dl;
   }
-  snprintf(err, errlen, "cannot load NVIDIA's CUDA driver libcuda.so.1 (only ferry's own was "
-                        "found; FERRY_REAL_LIBCUDA names it)");
   return NULL;
+}
+
+static void *load_driver(char *err, size_t errlen) {
+  const char *forced = getenv("FERRY_REAL_LIBCUDA");
+  if (forced && *forced) {
+    void *dl = open_nvidia(forced, "ferry_driver_front_end");
+    if (!dl)
+      snprintf(err, errlen, "FERRY_REAL_LIBCUDA=%s is not a CUDA driver: %s", forced,
+               dlerror() ? dlerror() : "it is ferry's own libcuda.so.1");
+    return dl;
+  }
+  void *dl = ferry_open_nvidia_library("libcuda.so.1", "ferry_driver_front_end");
+  if (!dl)
+    snprintf(err, errlen, "cannot load NVIDIA's CUDA driver libcuda.so.1 (only ferry's own was "
+                          "found; FERRY_REAL_LIBCUDA names it)");
+  return dl;
 }
 
 const struct ferry_driver *ferry_driver_cuda(char *err, size_t errlen) {
@@ -59,7 +66,7 @@ const struct ferry_driver *ferry_driver_cuda(char *err, size_t errlen) {
   void *dl = load_driver(err, errlen);
   if (!dl)
     return NULL;
-  struct ferry_driver d = {.name = "cuda"};
+  struct ferry_driver d = {.name = "cuda", .nvlinks = ferry_nvml_nvlinks};
   void *sym;
 #define FERRY_RESOLVE(member, symbol, params)                                                 \
   sym = dlsym(dl, symbol);                                                                    \

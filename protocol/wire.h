@@ -16,7 +16,7 @@
 #include <stddef.h>
 
 #define FERRY_MAGIC 0x31595246u /* "FRY1" little endian */
-#define FERRY_PROTOCOL_VERSION 10u
+#define FERRY_PROTOCOL_VERSION 11u
 #define FERRY_MAX_BODY (1u << 20)          /* msgpack body; params are <= 32 KiB */
 #define FERRY_MAX_BULK (1ull << 40)        /* sanity bound for a single transfer */
 #define FERRY_MAX_LAUNCH_ATTRS 16u         /* launch attributes in one launch's attrs blob */

@@ -4,6 +4,7 @@
  * the handle registry and the ops table itself. Error codes follow the
  * real driver so that the executor's error paths are exercised in CI.
  */
+#include "protocol/nvlink.h"
 #include "sim/sim.h"
 
 #include <dlfcn.h>
@@ -489,11 +490,36 @@ CUresult sim_ProfilerStop(void) {
 
 /* ---- the ops table ---- */
 
+/* FERRY_SIM_NVLINKS=N (0 to 9, default 0): each simulated GPU has N active
+   P2P NVLinks to every other, as NVML would report them (the nvlinks call) */
+static unsigned sim_nvlinks(CUdevice dev, const char *bus_id, struct ferry_nvlink *out) {
+  (void)bus_id;
+  const char *e = getenv("FERRY_SIM_NVLINKS");
+  uint64_t per = 0;
+  if (!e || !*e)
+    return 0;
+  if (ferry_parse_uint(e, 0, 9, &per)) {
+    fprintf(stderr, "ferry sim: FERRY_SIM_NVLINKS=%s is not in 0..9; simulating none\n", e);
+    return 0;
+  }
+  unsigned n = 0;
+  for (int k = 0; k < sim.ngpus; k++)
+    for (uint64_t i = 0; k != dev && i < per && n < FERRY_NVLINK_MAX; i++, n++) {
+      memset(&out[n], 0, sizeof out[n]);
+      out[n].link = n;
+      out[n].flags = FERRY_NVLINK_P2P | FERRY_NVLINK_ACTIVE;
+      snprintf(out[n].remote_bus, sizeof out[n].remote_bus, "%08x:%02x:00.0", 0u,
+               (unsigned)pci_bus[k]);
+    }
+  return n;
+}
+
 static struct ferry_driver sim_driver = {
     .name = "sim",
 #define SIM_MEMBER(member, symbol, params) .member = sim_##member,
     FERRY_DRIVER_FUNCS(SIM_MEMBER)
 #undef SIM_MEMBER
+    .nvlinks = sim_nvlinks,
 };
 
 const struct ferry_driver *ferry_driver_sim(const char *twins_path, char *err, size_t errlen) {

@@ -24,7 +24,8 @@
 
 #include "common/log.h"
 #include "shim/core/link.h"
-#include "shim/nvml/nvml_types.h"
+#include "common/nvml_types.h"
+#include "protocol/nvlink.h"
 
 /* the handles the program gets: one per vGPU */
 struct nvmlDevice_st {
@@ -331,6 +332,103 @@ nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2,
     if ((rc = from_cu(cuDeviceCanAccessPeer(&can, a, b)))) return rc;
   }
   *status = can ? NVML_P2P_STATUS_OK : NVML_P2P_STATUS_NOT_SUPPORTED;
+  return NVML_SUCCESS;
+}
+
+/* ---- NVLink: the server machine's NVML, through the nvlinks call ----
+   NCCL builds its topology from these; without them it takes two GPUs of
+   one server for a PCIe pair and tunes (or refuses P2P) accordingly */
+
+/* the handle's link number `link`: NOT_SUPPORTED where the server's NVML
+   names none (no NVLink, no NVML, or a server too old for the call) */
+static nvmlReturn_t nvlink_of(nvmlDevice_t device, unsigned link, struct ferry_nvlink *out) {
+  int i;
+  nvmlReturn_t rc = connected(device, &i);
+  if (rc) return rc;
+  if (link >= FERRY_NVLINK_MAX) return NVML_ERROR_INVALID_ARGUMENT;
+  struct ferry_vgpu *v = &ferry.vgpus[i];
+  if (ferry_dead(v)) return NVML_ERROR_GPU_IS_LOST;
+  struct ferry_nvlinks_args a = {0};
+  struct ferry_nvlinks_rets r;
+  if (ferry_call(v, FERRY_CALL_nvlinks, &a, &r, NULL)) return NVML_ERROR_NOT_SUPPORTED;
+  if (r.links.len % sizeof *out) return NVML_ERROR_UNKNOWN;
+  for (uint32_t at = 0; at < r.links.len; at += sizeof *out) {
+    memcpy(out, (const char *)r.links.ptr + at, sizeof *out); /* the blob may be unaligned */
+    if (out->link == link) {
+      out->remote_bus[sizeof out->remote_bus - 1] = 0;
+      return NVML_SUCCESS;
+    }
+  }
+  return NVML_ERROR_NOT_SUPPORTED;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                      nvmlEnableState_t *active) {
+  struct ferry_nvlink k;
+  if (!active) return NVML_ERROR_INVALID_ARGUMENT;
+  nvmlReturn_t rc = nvlink_of(device, link, &k);
+  if (!rc) *active = k.flags & FERRY_NVLINK_ACTIVE ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return rc;
+}
+
+/* P2P over the link, and whether the link exists; the other capabilities
+   are not learned */
+nvmlReturn_t nvmlDeviceGetNvLinkCapability(nvmlDevice_t device, unsigned int link,
+                                           nvmlNvLinkCapability_t cap, unsigned int *result) {
+  struct ferry_nvlink k;
+  if (!result) return NVML_ERROR_INVALID_ARGUMENT;
+  if (cap != NVML_NVLINK_CAP_P2P_SUPPORTED && cap != NVML_NVLINK_CAP_VALID)
+    return NVML_ERROR_NOT_SUPPORTED;
+  nvmlReturn_t rc = nvlink_of(device, link, &k);
+  if (!rc) *result = cap == NVML_NVLINK_CAP_VALID ? 1u : (k.flags & FERRY_NVLINK_P2P) != 0;
+  return rc;
+}
+
+static nvmlReturn_t nvlink_remote(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci) {
+  struct ferry_nvlink k;
+  if (!pci) return NVML_ERROR_INVALID_ARGUMENT;
+  nvmlReturn_t rc = nvlink_of(device, link, &k);
+  if (rc) return rc;
+  nvmlPciInfo_t p;
+  memset(&p, 0, sizeof p);
+  snprintf(p.busId, sizeof p.busId, "%s", k.remote_bus);
+  unsigned domain = 0, bus = 0, dev = 0;
+  if (sscanf(k.remote_bus, "%x:%x:%x", &domain, &bus, &dev) == 3) {
+    p.domain = domain, p.bus = bus, p.device = dev;
+    snprintf(p.busIdLegacy, sizeof p.busIdLegacy, "%04x:%02x:%02x.0", domain & 0xffff, bus & 0xff,
+             dev & 0xff);
+  }
+  *pci = p;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                 nvmlPciInfo_t *pci) {
+  return nvlink_remote(device, link, pci);
+}
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned int link,
+                                              nvmlPciInfo_t *pci) {
+  return nvlink_remote(device, link, pci);
+}
+
+/* NCCL asks the state of each link this way on Hopper and later; every
+   other field is NOT_SUPPORTED in its own entry, as NVML answers fields it
+   does not have */
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count, nvmlFieldValue_t *values) {
+  nvmlReturn_t rc = ready();
+  if (rc) return rc;
+  if (index_of(device) < 0 || count < 0 || (count && !values)) return NVML_ERROR_INVALID_ARGUMENT;
+  for (int i = 0; i < count; i++) {
+    nvmlFieldValue_t *f = &values[i];
+    f->timestamp = f->latencyUsec = 0;
+    f->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    if (f->fieldId != NVML_FI_DEV_NVLINK_GET_STATE) continue;
+    struct ferry_nvlink k;
+    f->nvmlReturn = nvlink_of(device, f->scopeId, &k);
+    if (f->nvmlReturn == NVML_SUCCESS) {
+      f->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+      f->value.uiVal = k.flags & FERRY_NVLINK_ACTIVE ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    }
+  }
   return NVML_SUCCESS;
 }
 

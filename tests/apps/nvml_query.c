@@ -30,6 +30,13 @@ struct cu_uuid {
   unsigned char bytes[16];
 };
 enum { NVML_ERROR_INVALID_ARGUMENT = 2, NVML_ERROR_NOT_SUPPORTED = 3 };
+/* nvmlFieldValue_t: its value union read as the unsigned int it holds here */
+struct nvml_field {
+  unsigned field_id, scope_id;
+  long long timestamp, latency;
+  int value_type, nvml_return;
+  unsigned value, value_high;
+};
 enum { CU_ATTR_CC_MAJOR = 75, CU_ATTR_CC_MINOR = 76 };
 
 static void *nvml, *cuda;
@@ -46,11 +53,18 @@ static void *sym(void *lib, const char *name) {
 #define NVML(name, ...) ((int (*)())sym(nvml, name))(__VA_ARGS__)
 #define CU(name, ...) ((int (*)())sym(cuda, name))(__VA_ARGS__)
 
+static nvml_dev first_handle(void);
 static void check(int ok, const char *what) {
   if (!ok) {
     printf("FAIL %s\n", what);
     failed = 1;
   }
+}
+
+static nvml_dev first_handle(void) {
+  nvml_dev d = NULL;
+  NVML("nvmlDeviceGetHandleByIndex_v2", 0u, &d);
+  return d;
 }
 
 int main(int argc, char **argv) {
@@ -165,6 +179,41 @@ int main(int argc, char **argv) {
               "nvmlDeviceGetP2PStatus differs from cuDeviceCanAccessPeer");
       }
     }
+  /* NVLinks as the server's NVML reports them (FERRY_SIM_NVLINKS on the
+     simulation), asked as NCCL does: capability, state (both ways), the
+     PCI address at the other end, which must be another device's */
+  for (unsigned d = 0; d < count; d++) {
+    nvml_dev dev = NULL;
+    char own[64] = "";
+    NVML("nvmlDeviceGetHandleByIndex_v2", d, &dev);
+    CU("cuDeviceGetPCIBusId", own, (int)sizeof own, (int)d);
+    int links = 0;
+    for (unsigned l = 0; l < 18; l++) {
+      unsigned p2p = 9;
+      int state = -1;
+      struct nvml_pci remote;
+      struct nvml_field f = {.field_id = 165, .scope_id = l}; /* NVML_FI_DEV_NVLINK_GET_STATE */
+      int rc_cap = NVML("nvmlDeviceGetNvLinkCapability", dev, l, 0, &p2p);
+      int rc_state = NVML("nvmlDeviceGetNvLinkState", dev, l, &state);
+      int rc_pci = NVML("nvmlDeviceGetNvLinkRemotePciInfo_v2", dev, l, &remote);
+      check(NVML("nvmlDeviceGetFieldValues", dev, 1, &f) == 0, "nvmlDeviceGetFieldValues");
+      if (rc_state == NVML_ERROR_NOT_SUPPORTED) {
+        check(rc_cap == NVML_ERROR_NOT_SUPPORTED && rc_pci == NVML_ERROR_NOT_SUPPORTED &&
+                  f.nvml_return == NVML_ERROR_NOT_SUPPORTED, "a missing link answered one way only");
+        continue;
+      }
+      links++;
+      printf("device %u link %u: state %d p2p %u remote %s field %d/%u\n", d, l, state, p2p,
+             remote.bus_id, f.nvml_return, f.value);
+      check(rc_cap == 0 && rc_state == 0 && rc_pci == 0 && f.nvml_return == 0 &&
+                f.value == (unsigned)state, "an NVLink answered inconsistently");
+      check(strcmp(remote.bus_id, own) != 0, "an NVLink leads back to its own device");
+    }
+    printf("device %u nvlinks: %d\n", d, links);
+  }
+  check(NVML("nvmlDeviceGetNvLinkState", first_handle(), 18u, &(int){0}) == NVML_ERROR_INVALID_ARGUMENT,
+        "a link number out of range was not refused");
+
   int bad_status = -1;
   nvml_dev first = NULL;
   NVML("nvmlDeviceGetHandleByIndex_v2", 0u, &first);

@@ -15,7 +15,7 @@ add_custom_command(
   VERBATIM)
 add_custom_target(ferry_nvml_apps ALL DEPENDS ${FERRY_APP_DIR}/nvml_query)
 
-foreach(case count_offline count_no_session rcuda answers)
+foreach(case count_offline count_no_session rcuda answers nvlinks)
   add_test(NAME e2e_nvml_${case}
            COMMAND sh ${CMAKE_SOURCE_DIR}/tests/e2e/nvml.sh ${CMAKE_BINARY_DIR} ${case})
   set_tests_properties(e2e_nvml_${case} PROPERTIES TIMEOUT 180)

@@ -63,6 +63,8 @@ answers)
   # each other only as cuDeviceCanAccessPeer says
   expect_in all.out "^p2p 1 1 caps 1: 0 status 0 cuda 1$"
   expect_in all.out "^p2p 0 1 caps 0: 0 status 5 cuda 0$"
+  # no NVLink on this simulation: every link NOT_SUPPORTED
+  expect_in all.out "^device 0 nvlinks: 0$"
   expect_in all.out "^nvmlDeviceGetPowerUsage: 3 3 (Not Supported)$"
   line="ferry: nvmlDeviceGetPowerUsage is not supported by ferry; returning NVML_ERROR_NOT_SUPPORTED"
   [ "$(grep -c "^$line$" "$work/all.err")" = 1 ] || fail "the unserved call was not said exactly once"
@@ -70,6 +72,17 @@ answers)
   [ "$(sed -n 's/^device [01] uuid: nvml \([^ ]*\) .*/\1/p' "$work/all.out" | sort -u | wc -l)" = 2 ] ||
     fail "the two vGPUs have one UUID"
   expect_in server.log "session from"
+  ;;
+nvlinks)
+  # the server's NVML reports two NVLinks from each GPU to the other
+  # (FERRY_SIM_NVLINKS): ferry's NVML gives them as NCCL asks
+  FERRY_SIM_GPUS=2 FERRY_SIM_NVLINKS=2 start_sim_server
+  rc=$(FERRY_DEVICES=tcp://127.0.0.1:$port/0,tcp://127.0.0.1:$port/1 run links nvml_query all)
+  passed links "$rc"
+  expect_in links.out "^device 0 nvlinks: 2$"
+  expect_in links.out "^device 1 nvlinks: 2$"
+  expect_in links.out "^device 0 link 1: state 1 p2p 1 remote 00000000:3b:00.0 field 0/1$"
+  expect_in links.out "^device 1 link 0: state 1 p2p 1 remote 00000000:19:00.0 field 0/1$"
   ;;
 *)
   echo "nvml.sh: unknown case $case_name" >&2

@@ -1,6 +1,7 @@
-/* The part of NVML's ABI that ferry's libnvidia-ml.so.1 serves: return
-   values, handles and the structs of the calls it answers, with the values
-   and layouts of NVIDIA's nvml.h (NVML API 13). nvml.h ships with the CUDA
+/* The part of NVML's ABI that ferry's libnvidia-ml.so.1 serves, and that
+   ferry-server reads from the GPU machine's NVML (its NVLinks): return
+   values, handles and the structs of those calls, with the values and
+   layouts of NVIDIA's nvml.h (NVML API 13). nvml.h ships with the CUDA
    toolkit's optional NVML component, which a toolkit may lack, so ferry
    keeps its own copy of what it uses rather than need it to build. */
 #ifndef FERRY_NVML_TYPES_H
@@ -83,6 +84,45 @@ typedef enum nvmlGpuP2PCapsIndex_enum {
   NVML_P2P_CAPS_INDEX_PCI = 4,
   NVML_P2P_CAPS_INDEX_UNKNOWN = 5
 } nvmlGpuP2PCapsIndex_t;
+
+typedef enum nvmlEnableState_enum { NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1 } nvmlEnableState_t;
+
+typedef enum nvmlNvLinkCapability_enum {
+  NVML_NVLINK_CAP_P2P_SUPPORTED = 0,
+  NVML_NVLINK_CAP_SYSMEM_ACCESS = 1,
+  NVML_NVLINK_CAP_P2P_ATOMICS = 2,
+  NVML_NVLINK_CAP_SYSMEM_ATOMICS = 3,
+  NVML_NVLINK_CAP_SLI_BRIDGE = 4,
+  NVML_NVLINK_CAP_VALID = 5
+} nvmlNvLinkCapability_t;
+
+typedef enum nvmlValueType_enum {
+  NVML_VALUE_TYPE_DOUBLE = 0,
+  NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+  NVML_VALUE_TYPE_UNSIGNED_LONG = 2,
+  NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
+  NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4
+} nvmlValueType_t;
+
+typedef union nvmlValue_st {
+  double dVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  signed long long sllVal;
+} nvmlValue_t;
+
+typedef struct nvmlFieldValue_st {
+  unsigned int fieldId;
+  unsigned int scopeId; /* NVLink fields: the link */
+  long long timestamp;
+  long long latencyUsec;
+  nvmlValueType_t valueType;
+  nvmlReturn_t nvmlReturn;
+  nvmlValue_t value;
+} nvmlFieldValue_t;
+
+#define NVML_FI_DEV_NVLINK_GET_STATE 165 /* scopeId: the link; uiVal: nvmlEnableState_t */
 
 typedef struct nvmlMemory_st {
   unsigned long long total;
