@@ -199,6 +199,23 @@ cudaError_t cudaDeviceSetCacheConfig(enum cudaFuncCache config) {
   return ferry_ret(on_current(FERRY_CALL_device_set_cache_config, &a, NULL));
 }
 
+/* shared memory bank sizes are fixed since Volta: the calls only report it,
+   as the driver front end's cuCtx*SharedMemConfig do (miniFE sets 8 bytes) */
+cudaError_t cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig config) {
+  int err;
+  if (config != cudaSharedMemBankSizeDefault && config != cudaSharedMemBankSizeFourByte &&
+      config != cudaSharedMemBankSizeEightByte)
+    return ferry_ret(cudaErrorInvalidValue);
+  return ferry_current(&err) ? cudaSuccess : ferry_ret(err);
+}
+cudaError_t cudaDeviceGetSharedMemConfig(enum cudaSharedMemConfig *config) {
+  int err;
+  if (!config) return ferry_ret(cudaErrorInvalidValue);
+  if (!ferry_current(&err)) return ferry_ret(err);
+  *config = cudaSharedMemBankSizeFourByte;
+  return cudaSuccess;
+}
+
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
   struct ferry_mem_get_info_args a = {0};
   struct ferry_mem_get_info_rets r;

@@ -332,6 +332,15 @@ cudaError_t cudaFuncSetCacheConfig(const void *func, enum cudaFuncCache config) 
   return ferry_ret(rc);
 }
 
+cudaError_t cudaFuncSetSharedMemConfig(const void *func, enum cudaSharedMemConfig config) {
+  struct ferry_vgpu *v;
+  uint32_t id;
+  if (config != cudaSharedMemBankSizeDefault && config != cudaSharedMemBankSizeFourByte &&
+      config != cudaSharedMemBankSizeEightByte)
+    return ferry_ret(cudaErrorInvalidValue);
+  return ferry_ret(current_func(func, &v, &id)); /* fixed bank size: nothing to set */
+}
+
 cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *blocks, const void *func,
                                                                    int block_size,
                                                                    size_t dynamic_smem,

@@ -111,6 +111,14 @@ static void test_device() {
   int can = 1;
   OK(cudaDeviceCanAccessPeer(&can, 0, 0));
   EXPECT(can == 0);
+  // deprecated, and without effect since Volta; miniFE still asks for 8 bytes
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  cudaSharedMemConfig bank = cudaSharedMemBankSizeDefault;
+  OK(cudaDeviceSetSharedMemConfig(cudaSharedMemBankSizeEightByte));
+  OK(cudaDeviceGetSharedMemConfig(&bank));
+  EXPECT(bank == cudaSharedMemBankSizeFourByte);
+#pragma GCC diagnostic pop
 }
 
 static void test_memory() {
