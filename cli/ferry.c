@@ -613,6 +613,8 @@ static void print_migration(const json_t *mig) {
              amount(mig, "records_ahead"), pre, millis(mig, "ahead_ms"), same,
              millis(mig, "hash_ms"));
     }
+  } else if (!strcmp(state, "waiting")) {
+    printf("  migration: %s\n", error);
   } else if (!strcmp(state, "failed")) {
     printf("  migration: failed in %s after %.1f ms: %s\n", phase, millis(mig, "total_ms"), error);
     printf("             phases: %s ms\n", times);

@@ -20,7 +20,11 @@ enum ferry_phase {
   FERRY_PHASE_COUNT
 };
 
-enum ferry_migration_state { FERRY_MIG_NONE, FERRY_MIG_RUNNING, FERRY_MIG_DONE, FERRY_MIG_FAILED };
+/* WAITING: a move was asked while the vGPU shares memory through CUDA IPC;
+   it starts when the last export or import closes (error says why) */
+enum ferry_migration_state {
+  FERRY_MIG_NONE, FERRY_MIG_RUNNING, FERRY_MIG_DONE, FERRY_MIG_FAILED, FERRY_MIG_WAITING
+};
 
 /* a snapshot of one vGPU, for `status` */
 struct ferry_vgpu_status {

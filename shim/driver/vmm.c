@@ -42,6 +42,7 @@
 #include "common/ipc_fd.h"
 #include "common/log.h"
 #include "shim/driver/cu.h"
+#include "shim/migrate/migrate.h"
 
 /* PyTorch reserves about the device's memory per expandable segment: the
    arena holds 16 of the largest devices' (and room for cudaMalloc) */
@@ -116,7 +117,7 @@ static CUresult handle_new(size_t *out) {
 
 static void handle_drop(struct vmm_handle *e) {
   if (!e->at && e->share != SHARE_IMPORTED) pending[e->vgpu] -= e->size;
-  if (e->share) __atomic_sub_fetch(&ferry.vgpus[e->vgpu].ipc_open, 1, __ATOMIC_ACQ_REL);
+  if (e->share) ferry_ipc_release(&ferry.vgpus[e->vgpu], 0);
   e->used = 0;
   free_slots[nfree_slots++] = (size_t)(e - handles);
 }

@@ -85,6 +85,7 @@ static const char *state_name(enum ferry_migration_state s) {
   case FERRY_MIG_RUNNING: return "running";
   case FERRY_MIG_DONE: return "done";
   case FERRY_MIG_FAILED: return "failed";
+  case FERRY_MIG_WAITING: return "waiting";
   default: return "none";
   }
 }
@@ -237,10 +238,12 @@ static void reply_migrate(char **tok, int ntok, char *reply, size_t len) {
   if (!remote && parse_index("local GPU", tok[2], &gpu, reply, len)) return;
   if (vgpu_in_range(vgpu, reply, len)) return;
   char err[256] = "";
-  if (remote ? ferry_migrate_to(vgpu, tok[2], err, sizeof err) : ferry_migrate(vgpu, gpu, err, sizeof err)) {
+  int rc = remote ? ferry_migrate_to(vgpu, tok[2], err, sizeof err) : ferry_migrate(vgpu, gpu, err, sizeof err);
+  if (rc) {
     err[sizeof err - 1] = '\0';
     one_line(err);
-    snprintf(reply, len, "error %s", *err ? err : "migration failed");
+    if (rc == FERRY_MIGRATE_WAITS) snprintf(reply, len, "ok %s", err);
+    else snprintf(reply, len, "error %s", *err ? err : "migration failed");
     return;
   }
   struct ferry_vgpu_status s;
@@ -297,7 +300,8 @@ static void reply_cancel(char **tok, int ntok, char *reply, size_t len) {
     snprintf(reply, len, "error %s", err);
     return;
   }
-  if (rc) snprintf(reply, len, "ok vgpu %d: its prepare is stopped", vgpu);
+  if (rc == 2) snprintf(reply, len, "ok vgpu %d: its waiting migration is dropped", vgpu);
+  else if (rc) snprintf(reply, len, "ok vgpu %d: its prepare is stopped", vgpu);
   else snprintf(reply, len, "ok vgpu %d: its prepared target is closed", vgpu);
 }
 

@@ -27,13 +27,22 @@ int ferry_migrate(int vgpu, int local_gpu, char *err, size_t errlen);
 /* target: a local GPU's index, or a server URL (tcp://host:port/gpu): the
    vGPU moves to another server session, still remote (its log goes on) */
 int ferry_migrate_to(int vgpu, const char *target, char *err, size_t errlen);
+/* what ferry_migrate and ferry_migrate_to return for a move that waits:
+   the vGPU shares memory through CUDA IPC, and moves once that closes (err
+   says so) */
+#define FERRY_MIGRATE_WAITS 1
+/* a CUDA IPC export or import of v closed (all: every one of them, at a
+   reset): when none is left, a move that waited for it starts on a thread
+   of its own (front ends call it in place of decrementing v->ipc_open) */
+void ferry_ipc_release(struct ferry_vgpu *v, int all);
 /* opens the target of a later migration now (context and arena, a helper,
    or a server session), while the program runs: the migration to it then
    starts at the hold. cancel closes it; a migration elsewhere drops it */
 int ferry_prepare(int vgpu, const char *target, char *err, size_t errlen);
 /* closes the prepared target (0), or stops a prepare still opening one: it
-   fails ("cancelled"), its target closed, before this returns 1; -1 with
-   the reason in err when there is neither */
+   fails ("cancelled"), its target closed, before this returns 1; drops a
+   move that waits for CUDA IPC (2); -1 with the reason in err when there
+   is none of these */
 int ferry_prepare_cancel(int vgpu, char *err, size_t errlen);
 /* how long the prepared target took to open; -1 when there is none */
 double ferry_prepared_ms(int vgpu);

@@ -131,7 +131,8 @@ void ferry_migrate_at_launch(int vgpu) {
     int started;
     /* a refusal is said here: nobody else would see it */
     const struct at *a = &at_list[i];
-    if (ferry_migrate_run(vgpu, a->gpu, a->remote ? &a->url : NULL, err, sizeof err, &started) && !started) {
+    int rc = ferry_migrate_run(vgpu, a->gpu, a->remote ? &a->url : NULL, err, sizeof err, &started);
+    if (rc && rc != FERRY_MIGRATE_WAITS && !started) { /* a wait is said where it begins */
       char target[320], full[320];
       if (a->remote) ferry_url_format(&a->url, full, sizeof full), ferry_echo_url(full, target, sizeof target);
       else snprintf(target, sizeof target, "local GPU %d", a->gpu);

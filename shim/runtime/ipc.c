@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "protocol/ipc.h"
 #include "shim/core/link.h"
+#include "shim/migrate/migrate.h"
 #include "shim/runtime/runtime.h"
 
 /* the arena region of an imported range: a tag vmm.c's handles never carry */
@@ -147,14 +148,15 @@ cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *dev_ptr) {
 /* the allocation at addr of v was freed: its export ended on the server */
 void ferry_ipc_released(struct ferry_vgpu *v, uint64_t addr) {
   if (!__atomic_load_n(&v->ipc_open, __ATOMIC_ACQUIRE)) return;
+  int found = 0;
   pthread_mutex_lock(&ipc_lock);
-  for (size_t i = 0; i < nexports; i++)
+  for (size_t i = 0; i < nexports && !found; i++)
     if (exports[i].vgpu == v->index && exports[i].base == addr) {
       exports[i] = exports[--nexports];
-      __atomic_sub_fetch(&v->ipc_open, 1, __ATOMIC_ACQ_REL);
-      break;
+      found = 1;
     }
   pthread_mutex_unlock(&ipc_lock);
+  if (found) ferry_ipc_release(v, 0); /* a move waiting for it may start */
 }
 
 /* ---- import ---- */
@@ -278,7 +280,7 @@ cudaError_t cudaIpcCloseMemHandle(void *dev_ptr) {
     pthread_mutex_unlock(&ipc_lock);
     return ferry_ret(rc);
   }
-  __atomic_sub_fetch(&v->ipc_open, 1, __ATOMIC_ACQ_REL);
+  ferry_ipc_release(v, 0);
   return cudaSuccess;
 }
 
@@ -299,5 +301,5 @@ void ferry_ipc_forget(int vgpu) {
     }
   pthread_mutex_unlock(&v->arena_lock);
   pthread_mutex_unlock(&ipc_lock);
-  __atomic_store_n(&v->ipc_open, 0, __ATOMIC_RELEASE);
+  ferry_ipc_release(v, 1);
 }

@@ -246,7 +246,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
   int rc = ferry_call(&ferry.vgpus[ev->vgpu], FERRY_CALL_event_destroy, &a, NULL, NULL);
   ferry_pre_forget(&ferry.vgpus[ev->vgpu], ev->id);
   ferry_mempool_event_forget(&ferry.vgpus[ev->vgpu], ev->id);
-  if (ev->ipc) __atomic_sub_fetch(&ferry.vgpus[ev->vgpu].ipc_open, 1, __ATOMIC_ACQ_REL);
+  if (ev->ipc) ferry_ipc_release(&ferry.vgpus[ev->vgpu], 0);
   ferry_handle_release(&ferry.events, (uintptr_t)e); /* its id is free once the server forgot it */
   free(ev);
   return ferry_ret(rc);

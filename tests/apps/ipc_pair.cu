@@ -5,7 +5,8 @@
 //       granule, exports it and an interprocess event, writes DIR/mem and
 //       DIR/event, waits for DIR/done (the importer's), then waits for the
 //       event and checks what the importer computed into its memory; with
-//       hold it only holds its exports until DIR/stop (migration, kill)
+//       hold it only holds its exports until DIR/stop (migration, kill),
+//       then frees them, waits for DIR/after and fills fresh memory
 //   ipc_pair import DIR         opens both handles, checks the exporter's
 //       values through a copy, accumulates into them with a kernel,
 //       records the event, closes, writes DIR/done
@@ -93,7 +94,23 @@ static int exporter(const char *dir, int hold) {
   printf("ipc_pair: running pid %d\n", (int)getpid());
   fflush(stdout);
   if (hold) {
+    // then releases what it shares (a move asked meanwhile waited for
+    // this, and starts now), and works on wherever the vGPU then is
     wait_file(dir, "stop");
+    CHECK(cudaEventDestroy(ev));
+    CHECK(cudaFree(mem));
+    wait_file(dir, "after");
+    unsigned *fresh, *host = (unsigned *)malloc(N * sizeof(unsigned));
+    CHECK(cudaMalloc(&fresh, N * sizeof(unsigned)));
+    mp_fill<<<(N + 255) / 256, 256>>>(fresh, N, 11);
+    CHECK(cudaMemcpy(host, fresh, N * sizeof(unsigned), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < N; i++)
+      if (host[i] != fill_value(11, i)) {
+        printf("FAIL fresh[%d] = %u after the release\n", i, host[i]);
+        return 1;
+      }
+    CHECK(cudaFree(fresh));
+    free(host);
     printf("PASSED\n");
     return 0;
   }

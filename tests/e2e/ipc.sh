@@ -78,28 +78,33 @@ other_server)
   # on the exporter's own server the same handle opens (the refusal was the server's)
   rc=$(FERRY_DEVICES="tcp://127.0.0.1:$first/0" run open2 ipc_pair open "$work/h")
   expect_in open2.out "^open: cudaSuccess"
-  touch "$work/h/stop"
+  touch "$work/h/stop" "$work/h/after"
   wait "$bg_pid"
   rc=$?
   bg_pid=
   passed exp "$rc"
   ;;
-migrate_refused)
+migrate_waits)
+  # a move asked while the export is open waits ("waiting" in status, one
+  # line), and runs once the program frees what it shares
   start_server
   start exp ipc_pair export "$work/h" hold
   wait_for "the exporter's handles" exported
-  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/mig.log" 2>&1 && fail "a migration with an IPC export open succeeded"
-  expect_in mig.log "shares memory or events with another program through CUDA IPC"
-  [ "$(wc -l <"$work/mig.log")" = 1 ] || fail "the refusal is not one line"
-  # status still answers, and the vGPU is where it was
+  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/mig.log" 2>&1 || fail "a waiting migration was refused"
+  expect_in mig.log "waiting to move to local GPU 0: device 0 shares memory or events with another program through CUDA IPC"
+  [ "$(wc -l <"$work/mig.log")" = 1 ] || fail "the answer is not one line"
   status_json
+  json_has state '"waiting"'
   json_has backend '"remote"'
+  expect_in exp.err "waiting to move to local GPU 0"
   touch "$work/h/stop"
+  moved() { grep -q "now runs on local GPU 0" "$work/exp.err"; }
+  wait_for "the waiting migration" moved
+  touch "$work/h/after"
   wait "$bg_pid"
   rc=$?
   bg_pid=
   passed exp "$rc"
-  expect_not_in exp.err "now runs on local GPU"
   ;;
 vmm)
   # VMM shareable handles (drv_vmm_ipc): descriptors passed with SCM_RIGHTS
@@ -133,14 +138,20 @@ vmm_two_gpus)
   expect_in vmm2.out "^writer on 00000000:3b:00.0$"
   expect_in vmm2.out "^reader on 00000000:3b:00.0$"
   ;;
-vmm_migrate_refused)
-  # exported VMM handles hold the vGPU on its server
+vmm_migrate_cancel)
+  # exported VMM handles hold the vGPU on its server: a move waits, and
+  # cancel drops it
   start_server
   mkfifo "$work/go"
   start vmm drv_vmm_ipc hold "$work/go"
-  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/mig.log" 2>&1 && fail "a migration with VMM handles exported succeeded"
-  expect_in mig.log "shares memory or events with another program through CUDA IPC"
-  [ "$(wc -l <"$work/mig.log")" = 1 ] || fail "the refusal is not one line"
+  "$bin/ferry" migrate --pid "$pid" 0 0 >"$work/mig.log" 2>&1 || fail "a waiting migration was refused"
+  expect_in mig.log "waiting to move to local GPU 0"
+  status_json
+  json_has state '"waiting"'
+  "$bin/ferry" migrate --cancel --pid "$pid" 0 >"$work/cancel.log" 2>&1 || fail "cancel failed"
+  expect_in cancel.log "waiting migration is dropped"
+  status_json
+  json_has state '"none"'
   echo go >"$work/go"
   wait "$bg_pid"
   rc=$?
