@@ -10,7 +10,6 @@
  * Nothing on the source changes until the switch, so any failure before it
  * only has to undo the target: the program goes on where it was.
  */
-#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,7 +23,6 @@
 #include "replay/replay.h"
 #include "shim/core/shadow.h"
 #include "shim/core/hooks.h"
-#include "shim/core/thread.h"
 #include "shim/migrate/migrate.h"
 #include "shim/migrate/migrate_int.h"
 
@@ -641,32 +639,23 @@ static const char *cannot_move(struct ferry_vgpu *v, const struct ferry_url *url
    Another program maps this vGPU's memory (NCCL's peer rank maps its
    buffers so), or it maps another's: moving it would leave them reading
    memory it no longer uses. A move asked then waits, shown as "waiting" in
-   status, and starts on a thread of its own once the last export or import
-   closes (ferry_ipc_release); cancel drops it. The program is never
-   stopped for it. */
+   status; once the last export or import closes (ferry_ipc_release) it
+   runs at the vGPU's next launch, in the launching thread, as
+   FERRY_MIGRATE_AT's moves do. A program that ends first (PyTorch tears
+   NCCL down at exit) never starts it among the libraries' destructors.
+   cancel drops it; another move replaces it. */
 static struct waiting {
   int active;
+  int ready; /* nothing is shared any more: it runs at the next launch */
   int gpu;
   int remote;
   struct ferry_url url;
 } waiting[FERRY_MAX_VGPUS];
-
-/* waited moves that started and have not ended: exit waits for them, so
-   that no move is cut by the libraries' destructors (NCCL's programs end
-   right after the communicator that held the vGPU is destroyed) */
-static int waited_running;
-static pthread_cond_t waited_done = PTHREAD_COND_INITIALIZER;
-static void join_waited_at_exit(void) {
-  pthread_mutex_lock(&mig_lock);
-  while (waited_running) pthread_cond_wait(&waited_done, &mig_lock);
-  pthread_mutex_unlock(&mig_lock);
-}
+static int waiting_ready; /* atomic: some waiting[].ready (every launch reads it) */
 
 /* mig_lock held: the move of v to (gpu, url) waits; the reason in err */
 static int wait_for_ipc(struct ferry_vgpu *v, int gpu, const struct ferry_url *url,
                         const char *target, char *err, size_t errlen) {
-  static int joined_at_exit;
-  if (!joined_at_exit) joined_at_exit = atexit(join_waited_at_exit) == 0;
   struct waiting *w = &waiting[v->index];
   *w = (struct waiting){.active = 1, .gpu = gpu, .remote = url != NULL};
   if (url) w->url = *url;
@@ -674,29 +663,10 @@ static int wait_for_ipc(struct ferry_vgpu *v, int gpu, const struct ferry_url *u
                                       .launch_at_start = v->launches};
   snprintf(v->mig.error, sizeof v->mig.error,
            "waiting to move to %s: device %d shares memory or events with another program "
-           "through CUDA IPC; it moves once the last export or import closes", target, v->index);
+           "through CUDA IPC; it moves at its first launch after the last export or import "
+           "closes", target, v->index);
   snprintf(err, errlen, "%s", v->mig.error);
   return FERRY_MIGRATE_WAITS;
-}
-
-struct waited {
-  int vgpu, gpu, remote;
-  struct ferry_url url;
-};
-
-static void *run_waited(void *arg) {
-  struct waited *w = arg;
-  char err[300];
-  int started;
-  if (ferry_migrate_run(w->vgpu, w->gpu, w->remote ? &w->url : NULL, err, sizeof err, &started) &&
-      !started)
-    ferry_log("the waiting migration of device %d did not start: %s", w->vgpu, err);
-  free(w);
-  pthread_mutex_lock(&mig_lock);
-  waited_running--;
-  pthread_cond_broadcast(&waited_done);
-  pthread_mutex_unlock(&mig_lock);
-  return NULL;
 }
 
 void ferry_ipc_release(struct ferry_vgpu *v, int all) {
@@ -704,27 +674,28 @@ void ferry_ipc_release(struct ferry_vgpu *v, int all) {
                  : __atomic_sub_fetch(&v->ipc_open, 1, __ATOMIC_ACQ_REL);
   if (left > 0) return;
   pthread_mutex_lock(&mig_lock);
-  struct waiting w = waiting[v->index];
-  waiting[v->index].active = 0;
-  if (w.active) {
-    v->mig.state = FERRY_MIG_NONE; /* the move itself says what happens next */
-    waited_running++;
+  if (waiting[v->index].active && !waiting[v->index].ready) {
+    waiting[v->index].ready = 1;
+    __atomic_store_n(&waiting_ready, 1, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&mig_lock);
-  if (!w.active) return;
-  /* this thread is inside a CUDA call, maybe holding a front end's lock:
-     the move runs on a thread of its own, and takes the gate after it */
-  struct waited *t = malloc(sizeof *t);
-  if (t) *t = (struct waited){v->index, w.gpu, w.remote, w.url};
-  int rc = t ? ferry_start_thread(run_waited, t) : ENOMEM;
-  if (rc) {
-    free(t);
-    pthread_mutex_lock(&mig_lock);
-    waited_running--;
-    pthread_cond_broadcast(&waited_done);
-    pthread_mutex_unlock(&mig_lock);
-    ferry_log("the waiting migration of device %d did not start: %s", v->index, strerror(rc));
-  }
+}
+
+void ferry_migrate_waited_at_launch(int vi) {
+  if (!__atomic_load_n(&waiting_ready, __ATOMIC_ACQUIRE)) return;
+  pthread_mutex_lock(&mig_lock);
+  struct waiting w = waiting[vi];
+  int go = w.active && w.ready;
+  if (go) waiting[vi].active = waiting[vi].ready = 0;
+  int any = 0;
+  for (int i = 0; i < FERRY_MAX_VGPUS; i++) any |= waiting[i].active && waiting[i].ready;
+  __atomic_store_n(&waiting_ready, any, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&mig_lock);
+  if (!go) return;
+  char err[300];
+  int started;
+  if (ferry_migrate_run(vi, w.gpu, w.remote ? &w.url : NULL, err, sizeof err, &started) && !started)
+    ferry_log("the waiting migration of device %d did not start: %s", vi, err);
 }
 
 /* *started: 0 when refused before anything began (nothing logged) */
@@ -759,7 +730,7 @@ int ferry_migrate_run(int vi, int gpu, const struct ferry_url *url, char *err, s
     ferry_log("%s", err);
     return rc;
   }
-  if (!busy && waiting[vi].active) waiting[vi].active = 0; /* this move replaces it */
+  if (!busy && waiting[vi].active) waiting[vi].active = waiting[vi].ready = 0; /* replaced */
   /* a target prepared for this move is taken; one prepared elsewhere is dropped */
   struct prepared pre = {0}, stale = {0};
   if (!busy && prepared[vi].active) {
@@ -964,7 +935,7 @@ int ferry_prepare_cancel(int vi, char *err, size_t errlen) {
   if (p.active && !p.m.helper && !p.remote) ferry.vgpus[vi].inproc_gpu = -1;
   int was_waiting = waiting[vi].active;
   if (was_waiting) {
-    waiting[vi].active = 0;
+    waiting[vi].active = waiting[vi].ready = 0;
     ferry.vgpus[vi].mig.state = FERRY_MIG_NONE;
   }
   pthread_mutex_unlock(&mig_lock);

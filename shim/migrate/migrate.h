@@ -32,9 +32,12 @@ int ferry_migrate_to(int vgpu, const char *target, char *err, size_t errlen);
    says so) */
 #define FERRY_MIGRATE_WAITS 1
 /* a CUDA IPC export or import of v closed (all: every one of them, at a
-   reset): when none is left, a move that waited for it starts on a thread
-   of its own (front ends call it in place of decrementing v->ipc_open) */
+   reset): when none is left, a move that waited for it runs at v's next
+   launch (front ends call it in place of decrementing v->ipc_open) */
 void ferry_ipc_release(struct ferry_vgpu *v, int all);
+/* on each launch of vgpu (cheap when no move is ready): a move that
+   waited for CUDA IPC and may now run, runs here */
+void ferry_migrate_waited_at_launch(int vgpu);
 /* opens the target of a later migration now (context and arena, a helper,
    or a server session), while the program runs: the migration to it then
    starts at the hold. cancel closes it; a migration elsewhere drops it */

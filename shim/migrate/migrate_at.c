@@ -121,6 +121,7 @@ void ferry_migrate_at_check(void) { pthread_once(&at_once, parse_at); }
 static pthread_mutex_t at_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void ferry_migrate_at_launch(int vgpu) {
+  ferry_migrate_waited_at_launch(vgpu);
   pthread_once(&at_once, parse_at);
   struct ferry_vgpu *v = &ferry.vgpus[vgpu];
   uint64_t n = __atomic_add_fetch(&v->launches, 1, __ATOMIC_RELAXED);
