@@ -151,6 +151,10 @@ struct sim_dev {
 struct sim_state {
   pthread_mutex_t lock;
   int initialized;
+  /* exit began after the first cuInit: like NVIDIA's driver, whose teardown
+     registers at its start, every call then fails CUDA_ERROR_DEINITIALIZED
+     (a program's static objects made before cuInit are destroyed after) */
+  int torn_down;
   int ngpus; /* FERRY_SIM_GPUS, read at the first cuInit */
   struct sim_dev devs[SIM_MAX_GPUS];
   void *twins_dl;

@@ -29,11 +29,17 @@ uint64_t sim_now_ns(void) {
 
 CUresult sim_enter_noctx(void) {
   pthread_mutex_lock(&sim.lock);
-  if (!sim.initialized) {
+  if (!sim.initialized || sim.torn_down) {
     pthread_mutex_unlock(&sim.lock);
-    return CUDA_ERROR_NOT_INITIALIZED;
+    return sim.torn_down ? CUDA_ERROR_DEINITIALIZED : CUDA_ERROR_NOT_INITIALIZED;
   }
   return CUDA_SUCCESS;
+}
+
+static void tear_down_at_exit(void) {
+  pthread_mutex_lock(&sim.lock);
+  sim.torn_down = 1;
+  pthread_mutex_unlock(&sim.lock);
 }
 
 CUresult sim_enter(void) {
@@ -196,6 +202,7 @@ CUresult sim_Init(unsigned int flags) {
   pthread_mutex_lock(&sim.lock);
   if (!sim.initialized) {
     sim.initialized = 1;
+    atexit(tear_down_at_exit);
     sim.ngpus = gpu_count_from_env();
     for (int k = 0; k < sim.ngpus; k++) {
       sim.devs[k].dev = k;

@@ -145,6 +145,32 @@ static int wait_unlocked(struct ferry_local *L, unsigned call, const void *args)
   return rc ? rc : ferry_exec_wait(&w);
 }
 
+/* Calls that release or wait, answered once NVIDIA's driver in this
+   process was torn down (CUDA_ERROR_DEINITIALIZED), which happens only as
+   the program exits: its teardown registers when it starts, and a vGPU
+   moved into the process started it after the program's static objects
+   (thrust's allocator, miniFE's vectors), whose destructors then free
+   through a dead driver. Natively the driver starts first and outlives
+   them. Nothing can read the GPU afterwards: these succeed; launches and
+   copies keep the error. */
+static int release_at_exit(unsigned call) {
+  switch (call) {
+  case FERRY_CALL_device_synchronize:
+  case FERRY_CALL_stream_synchronize:
+  case FERRY_CALL_event_synchronize:
+  case FERRY_CALL_mem_unmap:
+  case FERRY_CALL_module_unload:
+  case FERRY_CALL_stream_destroy:
+  case FERRY_CALL_event_destroy:
+  case FERRY_CALL_array_destroy:
+  case FERRY_CALL_tex_destroy:
+  case FERRY_CALL_surf_destroy:
+  case FERRY_CALL_graph_exec_destroy:
+  case FERRY_CALL_shadow_unmap: return 1;
+  default: return 0;
+  }
+}
+
 int ferry_local_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
                      const struct ferry_bulk *bulk) {
   struct ferry_local *L = v->lx;
@@ -168,6 +194,7 @@ int ferry_local_call(struct ferry_vgpu *v, unsigned call, const void *args, void
     pthread_mutex_unlock(&L->lock);
     if (!rc) rc = late;
   }
+  if (rc == CUDA_ERROR_DEINITIALIZED && release_at_exit(call)) rc = 0;
   return rc;
 }
 

@@ -4,7 +4,7 @@
 find_program(FERRY_NVCC nvcc HINTS ${CUDA_HOME}/bin REQUIRED)
 set(FERRY_APP_DIR ${CMAKE_BINARY_DIR}/tests/apps)
 set(FERRY_APPS vecadd api_tour long_run unsupported arrays migrate_iter migrate_threads multi_gpu
-    async_loop device_assert big_copies mempool graphs mapped managed query_cache ipc_pair)
+    async_loop device_assert big_copies mempool graphs mapped managed query_cache ipc_pair exit_free)
 set(FERRY_APP_BINARIES)
 foreach(app ${FERRY_APPS})
   add_custom_command(
@@ -25,7 +25,7 @@ add_library(app_twins MODULE ${CMAKE_SOURCE_DIR}/tests/twins/app_twins.c)
 set_target_properties(app_twins PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY ${FERRY_APP_DIR})
 
 set(FERRY_E2E_CASES vecadd async_loop device_assert query_cache api_tour deferred_refused unsupported rcuda manual_library_path two_devices
-    no_config no_server bad_gpu server_killed token arrays busy session_mem_quota metrics)
+    no_config no_server bad_gpu server_killed token arrays busy session_mem_quota metrics exit_free)
 foreach(case ${FERRY_E2E_CASES})
   add_test(NAME e2e_${case}
            COMMAND sh ${CMAKE_SOURCE_DIR}/tests/e2e/e2e.sh ${CMAKE_BINARY_DIR} ${case})

@@ -79,6 +79,21 @@ deferred_refused)
   expect_in deferred.err "returns cudaErrorMemoryAllocation"
   expect_not_in deferred.err "unknown asynchronous copy"
   ;;
+exit_free)
+  # a static object frees its memory and stream after main returns: remote,
+  # and moved into the process, where the local driver's teardown (it
+  # started at the move) comes first: every call of the destructor succeeds
+  local_sim
+  start_sim_server
+  export FERRY_DEVICES=tcp://127.0.0.1:$port/0
+  rc=$(run remote exit_free)
+  passed remote "$rc"
+  expect_in remote.out "^at exit: cudaSuccess cudaSuccess cudaSuccess cudaSuccess$"
+  rc=$(FERRY_MIGRATE_AT=0:0:launch=5 run moved exit_free)
+  passed moved "$rc"
+  expect_in moved.err "device 0 now runs on local GPU 0"
+  expect_in moved.out "^at exit: cudaSuccess cudaSuccess cudaSuccess cudaSuccess$"
+  ;;
 api_tour)
   start_sim_server
   export FERRY_DEVICES=tcp://127.0.0.1:$port/0
