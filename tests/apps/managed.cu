@@ -23,17 +23,6 @@
 #include "cuda_check.h"
 #include "host_mem_check.h"
 
-struct Holder {
-  unsigned *data;
-  unsigned k;
-};
-
-// data reached through a structure in managed memory
-__global__ void mm_follow(const Holder *h, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) h->data[i] = h->data[i] * 3u + h->k;
-}
-
 #define N 8192
 // threads at once, each with its own managed buffers and stream: the host
 // writes, a kernel accumulates, the host checks after its stream's sync

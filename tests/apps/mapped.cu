@@ -27,18 +27,6 @@ __global__ void mp_poke(unsigned *p, int stride, int count, unsigned v) {
   if (k < count) p[(size_t)k * stride] = v + (unsigned)k;
 }
 
-// a structure leading to memory, as NCCL's device communicator leads its
-// kernels to its abort flag and work FIFO (mapped host memory)
-struct Holder {
-  unsigned *data;
-  unsigned k;
-};
-// h->data[i] = h->data[i] * 3 + h->k: data found through the structure
-__global__ void mm_follow(const Holder *h, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) h->data[i] = h->data[i] * 3u + h->k;
-}
-
 #define N 4096                 // words of the small buffers (16 KiB)
 #define BIG (2u << 20)         // words of the large one (8 MiB)
 #define STRIDE 65536           // words between the pokes: one page in 64
