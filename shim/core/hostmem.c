@@ -261,6 +261,9 @@ int ferry_host_is_shared(const void *p, uint64_t n) {
   return (uint64_t)((const char *)p - (const char *)b.ptr) + n <= b.size;
 }
 
+/* mapped blocks up to this size get their shadow at their vGPU's next launch */
+#define MAPPED_AHEAD_MAX (16u << 20)
+
 cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
   if (!ptr) return ferry_ret(cudaErrorInvalidValue);
   unsigned known = cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
@@ -275,7 +278,11 @@ cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
     return ferry_ret(cudaErrorMemoryAllocation);
   }
   if (helpers) tell_helpers(helpers, p, size ? size : 1, 1);
-  if (flags & cudaHostAllocMapped) ferry_shadow_mapped_alloc(p, ferry_thread()->device);
+  /* NCCL's abort flag and work FIFO are this small; a large mapped buffer
+     (a staging area) is shadowed only once the device is seen to use it:
+     its shadow would cost the server as much memory */
+  if ((flags & cudaHostAllocMapped) && size <= MAPPED_AHEAD_MAX)
+    ferry_shadow_mapped_alloc(p, ferry_thread()->device);
   *ptr = p;
   return cudaSuccess;
 }
