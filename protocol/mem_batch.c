@@ -14,7 +14,27 @@
 
 #include "protocol/wire.h"
 
-static uint64_t pieces_of(uint64_t size, uint64_t chunk) { return size / chunk + (size % chunk != 0); }
+static uint64_t pieces_of(uint64_t size, uint64_t unit) { return size / unit + (size % unit != 0); }
+
+/* The next request: ranges from (*i, *off) into b, at most max_ranges of
+   them and max_units units (pieces of `unit` bytes) in all, a range split
+   where the bound falls. How many ranges; *units the units they hold. */
+static size_t next_batch(const uint64_t *pairs, size_t n, size_t *i, uint64_t *off, uint64_t unit,
+                         size_t max_ranges, uint64_t max_units, uint64_t *b, uint64_t *units) {
+  size_t nb = 0;
+  *units = 0;
+  while (*i < n && nb < max_ranges && *units < max_units) {
+    uint64_t left = pairs[2 * *i + 1] - *off, room = max_units - *units;
+    uint64_t take = pieces_of(left, unit) <= room ? left : room * unit;
+    b[2 * nb] = pairs[2 * *i] + *off;
+    b[2 * nb + 1] = take;
+    nb++;
+    *units += pieces_of(take, unit);
+    if (take == left) ++*i, *off = 0;
+    else *off += take;
+  }
+  return nb;
+}
 
 int ferry_mem_hash_batched(ferry_batch_call call, void *ctx, const uint64_t *pairs, size_t n,
                            uint64_t chunk, uint64_t *hashes) {
@@ -25,18 +45,9 @@ int ferry_mem_hash_batched(ferry_batch_call call, void *ctx, const uint64_t *pai
   uint64_t off = 0, done = 0; /* into range i; hashes written */
   int rc = 0;
   while (i < n && !rc) {
-    size_t nb = 0;
-    uint64_t pieces = 0;
-    while (i < n && nb < FERRY_HASH_MAX_RANGES && pieces < FERRY_HASH_MAX_PIECES) {
-      uint64_t left = pairs[2 * i + 1] - off, room = FERRY_HASH_MAX_PIECES - pieces;
-      uint64_t take = pieces_of(left, chunk) <= room ? left : room * chunk;
-      b[2 * nb] = pairs[2 * i] + off;
-      b[2 * nb + 1] = take;
-      nb++;
-      pieces += pieces_of(take, chunk);
-      if (take == left) i++, off = 0;
-      else off += take;
-    }
+    uint64_t pieces;
+    size_t nb = next_batch(pairs, n, &i, &off, chunk, FERRY_HASH_MAX_RANGES,
+                           FERRY_HASH_MAX_PIECES, b, &pieces);
     struct ferry_mem_hash_args a = {.ranges = {b, (uint32_t)(nb * 16)}, .chunk = chunk};
     struct ferry_mem_hash_rets r = {{0}};
     rc = call(ctx, FERRY_CALL_mem_hash, &a, &r, NULL);
@@ -57,18 +68,9 @@ int ferry_gather_batched(ferry_batch_call call, void *ctx, const uint64_t *pairs
   uint64_t off = 0, done = 0;
   int rc = 0;
   while (i < n && !rc) {
-    size_t nb = 0;
-    uint64_t bytes = 0;
-    while (i < n && nb < FERRY_GATHER_MAX_RANGES && bytes < FERRY_GATHER_MAX_BYTES) {
-      uint64_t left = pairs[2 * i + 1] - off, room = FERRY_GATHER_MAX_BYTES - bytes;
-      uint64_t take = left <= room ? left : room;
-      b[2 * nb] = pairs[2 * i] + off;
-      b[2 * nb + 1] = take;
-      nb++;
-      bytes += take;
-      if (take == left) i++, off = 0;
-      else off += take;
-    }
+    uint64_t bytes;
+    size_t nb = next_batch(pairs, n, &i, &off, 1, FERRY_GATHER_MAX_RANGES, FERRY_GATHER_MAX_BYTES,
+                           b, &bytes);
     struct ferry_memcpy_dtoh_gather_args a = {.ranges = {b, (uint32_t)(nb * 16)}};
     struct ferry_bulk bulk = {.out = out + done, .out_len = bytes};
     rc = call(ctx, FERRY_CALL_memcpy_dtoh_gather, &a, NULL, &bulk);

@@ -28,6 +28,9 @@ int ferry_link_call_held(struct ferry_vgpu *v, unsigned call, const void *args, 
    and nothing recorded */
 int ferry_source_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
                       const struct ferry_bulk *bulk);
+/* the same with v as a void *, for protocol/mem_batch.h's batched requests */
+int ferry_source_call_ctx(void *v, unsigned call, const void *args, void *rets,
+                          const struct ferry_bulk *bulk);
 /* ---- links (remote.c): the same for a vGPU's own link and for a
    migration's target link, which nobody else sees yet ---- */
 void ferry_link_init(struct ferry_link *l, int vgpu, const char *name);

@@ -691,6 +691,11 @@ int ferry_source_call(struct ferry_vgpu *v, unsigned call, const void *args, voi
                            : ferry_link_call(&v->link, call, args, rets, bulk);
 }
 
+int ferry_source_call_ctx(void *v, unsigned call, const void *args, void *rets,
+                          const struct ferry_bulk *bulk) {
+  return ferry_source_call(v, call, args, rets, bulk);
+}
+
 int ferry_helper_call(struct ferry_vgpu *v, unsigned call, const void *args, void *rets,
                       const struct ferry_bulk *bulk) {
   pthread_rwlock_rdlock(&v->gate);

@@ -481,10 +481,6 @@ static void take_pages(void *arg, size_t lo, size_t hi) {
   }
 }
 
-static int source_call(void *v, unsigned call, const void *args, void *rets,
-                       const struct ferry_bulk *bulk) {
-  return ferry_source_call(v, call, args, rets, bulk);
-}
 /* what a batched request gives back: a call's error, or -1 (its own) */
 static int batch_rc(int rc) { return rc < 0 ? cudaErrorUnknown : rc; }
 
@@ -492,7 +488,7 @@ static int batch_rc(int rc) { return rc < 0 ? cudaErrorUnknown : rc; }
    come back (in as many gathers as they need) */
 static int gather(struct ferry_vgpu *v, const uint64_t *ranges, size_t nranges, unsigned char *out,
                   uint64_t total) {
-  int rc = batch_rc(ferry_gather_batched(source_call, v, ranges, nranges, out));
+  int rc = batch_rc(ferry_gather_batched(ferry_source_call_ctx, v, ranges, nranges, out));
   if (!rc) S.v[v->index].pulled += total;
   return rc;
 }
@@ -522,7 +518,7 @@ static int pull(struct ferry_vgpu *v, int strict) {
     /* which pages changed, by their hashes on the GPU (a shadow of more
        pages than one reply holds takes several calls) */
     if (!(hashes = malloc(pages * 8))) rc = cudaErrorMemoryAllocation;
-    if (!rc) rc = batch_rc(ferry_mem_hash_batched(source_call, v, ranges, nr, PAGE, hashes));
+    if (!rc) rc = batch_rc(ferry_mem_hash_batched(ferry_source_call_ctx, v, ranges, nr, PAGE, hashes));
     if (!rc && !(changed_hash = malloc(pages * 8))) rc = cudaErrorMemoryAllocation;
     size_t k = 0, np = 0, nchanged = 0;
     want = 0;

@@ -254,17 +254,12 @@ static int host_location(CUmemLocationType t) {
 }
 
 /* Host memory from cuMemCreate is pinned memory of the GPU's own machine:
-   granularity is answered (NCCL asks it before trying), creation refused
-   in one line, which NCCL takes as its cue to use cudaHostAlloc instead */
+   its granularity is answered here (NCCL asks it before trying), its
+   creation refused in cuMemCreate, which NCCL takes as its cue to use
+   cudaHostAlloc instead */
 static CUresult check_prop(const CUmemAllocationProp *prop, const char *call,
                            struct ferry_vgpu **v) {
   if (prop && prop->type == CU_MEM_ALLOCATION_TYPE_PINNED && host_location(prop->location.type)) {
-    if (!strcmp(call, "cuMemCreate")) {
-      char what[160];
-      snprintf(what, sizeof what, "cuMemCreate of host memory (location type %d; "
-               "cudaHostAlloc is served)", (int)prop->location.type);
-      return ferry_cu_unsupported(what);
-    }
     int err;
     if (!(*v = ferry_current(&err))) return ferry_cu_result(err);
     return CUDA_SUCCESS;
@@ -304,6 +299,13 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                      const CUmemAllocationProp *prop, unsigned long long flags) {
   if (!handle || !size || flags) return CUDA_ERROR_INVALID_VALUE;
   CUresult rc = ferry_cu_ready();
+  if (!rc && prop && prop->type == CU_MEM_ALLOCATION_TYPE_PINNED &&
+      host_location(prop->location.type)) {
+    char what[160];
+    snprintf(what, sizeof what, "cuMemCreate of host memory (location type %d; "
+             "cudaHostAlloc is served)", (int)prop->location.type);
+    return ferry_cu_unsupported(what);
+  }
   struct ferry_vgpu *v = NULL; /* set by check_prop on success */
   if (!rc) rc = check_prop(prop, "cuMemCreate", &v);
   if (rc) return rc;

@@ -216,16 +216,12 @@ int mig_ahead(struct mig *m) {
   return 0;
 }
 
-static int source_call(void *v, unsigned call, const void *args, void *rets,
-                       const struct ferry_bulk *bulk) {
-  return ferry_source_call(v, call, args, rets, bulk);
-}
 
 /* hashes of pairs[0..n) in pieces of chunk on one side, into h (pieces
    long); 0 or an error */
 static int hash_side(struct mig *m, int source, const uint64_t *pairs, size_t n, uint64_t chunk,
                      uint64_t *h) {
-  return source ? ferry_mem_hash_batched(source_call, m->v, pairs, n, chunk, h)
+  return source ? ferry_mem_hash_batched(ferry_source_call_ctx, m->v, pairs, n, chunk, h)
                 : ferry_mem_hash_batched(m->t.call, m->t.ctx, pairs, n, chunk, h);
 }
 
