@@ -136,7 +136,7 @@ static int add(int vi, uint64_t start, uint64_t end, int managed, int loose) {
   if (!twin || !hash) {
     free(twin);
     free(hash);
-    if (loose) ferry_alias_give(dev, span);
+    if (loose) ferry_alias_give(dev);
     return cudaErrorMemoryAllocation;
   }
   S.tab[S.n++] = (struct shadow){.addr = base, .size = span, .dev = dev, .owner = vi, .fresh = 1,
@@ -768,7 +768,7 @@ void ferry_shadow_forget(const void *p) {
     if (s->managed) __atomic_sub_fetch(&S.managed[s->owner], 1, __ATOMIC_RELEASE);
     if (s->loose) {
       __atomic_sub_fetch(&S.loose[s->owner], 1, __ATOMIC_RELEASE);
-      ferry_alias_give(s->dev, s->size);
+      ferry_alias_give(s->dev);
     }
     free(s->twin);
     free(s->hash);

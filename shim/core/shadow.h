@@ -50,7 +50,7 @@ void ferry_shadow_switched(struct ferry_vgpu *v);
 /* an alias for the `span` bytes at page-aligned `addr`: 0 when the window
    is full */
 uint64_t ferry_alias_take(uint64_t addr, uint64_t span);
-void ferry_alias_give(uint64_t alias, uint64_t span);
+void ferry_alias_give(uint64_t alias);
 /* some shadow of v's is aliased where v runs (cheap: the fast path) */
 int ferry_shadow_aliased(const struct ferry_vgpu *v);
 /* where addr is on v's server: its alias inside an aliased shadow, else addr */

@@ -17,49 +17,64 @@
 #include "protocol/wire.h"
 #include "shim/core/shadow.h"
 
-#define ALIAS_GRAIN (2ull << 20) /* every driver's mapping granularity so far */
-#define MAX_HOLES 64
+/* An alias keeps the low half of its address: translation rewrites only a
+   word's high half. A structure parameter often pairs a 32-bit field with
+   padding the program never set (miniFE's PODMap: an int count, then four
+   stale bytes), and the pair can read as an address of a registered block;
+   the field then keeps its value. */
+#define SLOT (1ull << 32)
+_Static_assert(FERRY_ALIAS_WINDOW_BASE % SLOT == 0 && FERRY_ALIAS_WINDOW_SIZE % SLOT == 0,
+               "the alias window is made of whole slots");
 
 static struct {
   pthread_mutex_t lock;
-  uint64_t top; /* offset of the window's unused rest */
-  struct hole {
+  struct taken {
     uint64_t at, size;
-  } holes[MAX_HOLES]; /* given back below top */
-  int nholes;
+  } *taken;
+  size_t n, cap;
 } A = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static uint64_t grains(uint64_t addr, uint64_t span) {
-  return (addr % ALIAS_GRAIN + span + ALIAS_GRAIN - 1) / ALIAS_GRAIN * ALIAS_GRAIN;
+static int alias_free(uint64_t at, uint64_t size) {
+  if (at < FERRY_ALIAS_WINDOW_BASE || at - FERRY_ALIAS_WINDOW_BASE + size > FERRY_ALIAS_WINDOW_SIZE)
+    return 0;
+  for (size_t i = 0; i < A.n; i++)
+    if (at < A.taken[i].at + A.taken[i].size && A.taken[i].at < at + size) return 0;
+  return 1;
 }
 
-/* the alias keeps addr's offset in its grain, so that granules map alike */
+/* the alias of [addr, addr + span): addr's place in the window if free (the
+   same on every server and in every run of the program), else the first
+   free slot at the same low half; 0 when the window is full */
 uint64_t ferry_alias_take(uint64_t addr, uint64_t span) {
-  uint64_t size = grains(addr, span), at = UINT64_MAX;
+  uint64_t at = 0, want = FERRY_ALIAS_WINDOW_BASE + addr % FERRY_ALIAS_WINDOW_SIZE;
   pthread_mutex_lock(&A.lock);
-  for (int i = 0; i < A.nholes && at == UINT64_MAX; i++)
-    if (A.holes[i].size >= size) {
-      at = A.holes[i].at;
-      A.holes[i].at += size;
-      A.holes[i].size -= size;
-      if (!A.holes[i].size) A.holes[i] = A.holes[--A.nholes];
-    }
-  if (at == UINT64_MAX && A.top + size <= FERRY_ALIAS_WINDOW_SIZE) {
-    at = A.top;
-    A.top += size;
+  if (alias_free(want, span)) at = want;
+  for (uint64_t k = 0; !at && k < FERRY_ALIAS_WINDOW_SIZE / SLOT; k++) {
+    uint64_t c = FERRY_ALIAS_WINDOW_BASE + k * SLOT + addr % SLOT;
+    if (alias_free(c, span)) at = c;
   }
+  if (at && A.n == A.cap) {
+    size_t cap = A.cap ? A.cap * 2 : 16;
+    struct taken *t = realloc(A.taken, cap * sizeof *t);
+    if (t) {
+      A.taken = t;
+      A.cap = cap;
+    } else {
+      at = 0;
+    }
+  }
+  if (at) A.taken[A.n++] = (struct taken){at, span};
   pthread_mutex_unlock(&A.lock);
-  return at == UINT64_MAX ? 0 : FERRY_ALIAS_WINDOW_BASE + at + addr % ALIAS_GRAIN;
+  return at;
 }
 
-void ferry_alias_give(uint64_t alias, uint64_t span) {
-  uint64_t size = grains(alias, span), at = alias / ALIAS_GRAIN * ALIAS_GRAIN - FERRY_ALIAS_WINDOW_BASE;
+void ferry_alias_give(uint64_t alias) {
   pthread_mutex_lock(&A.lock);
-  if (at + size == A.top) {
-    A.top = at;
-  } else if (A.nholes < MAX_HOLES) {
-    A.holes[A.nholes++] = (struct hole){at, size};
-  } /* else lost: only room, never correctness */
+  for (size_t i = 0; i < A.n; i++)
+    if (A.taken[i].at == alias) {
+      A.taken[i] = A.taken[--A.n];
+      break;
+    }
   pthread_mutex_unlock(&A.lock);
 }
 

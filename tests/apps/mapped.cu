@@ -11,6 +11,7 @@
 //   IDLE_SYNCS: synchronizations at the end, after a kernel on mapped
 //   memory that only an event waited for, with no work on mapped memory
 //   (FERRY_STATS must not count a check of the pages for each)
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,18 @@
 __global__ void mp_poke(unsigned *p, int stride, int count, unsigned v) {
   int k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k < count) p[(size_t)k * stride] = v + (unsigned)k;
+}
+
+// miniFE's pattern: a structure parameter whose int count shares a word
+// with padding the program never set. Stale padding can make that word read
+// as an address inside a registered block: the count must reach the kernel
+// unchanged all the same.
+struct Padded {
+  const unsigned *unused;
+  int n; // then 4 bytes of padding
+};
+__global__ void mp_count(unsigned *out, Padded c) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = (unsigned)c.n;
 }
 
 #define N 4096                 // words of the small buffers (16 KiB)
@@ -156,6 +169,20 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 64; i++) ok = ok && reg[i] == 0x5a5a5a5au && reg[128 + i] == fill_value(202u, 256 + i);
     expect(ok, "a memset and a copy on registered memory through its device pointer", 0);
     fold(reg, N);
+    {
+      uint64_t word = (uint64_t)(uintptr_t)(reg + 2);
+      uint32_t high = (uint32_t)(word >> 32);
+      Padded c;
+      memset(&c, 0, sizeof c);
+      c.n = (int)(uint32_t)word;
+      memcpy((char *)&c + offsetof(Padded, n) + sizeof c.n, &high, sizeof high);
+      mp_count<<<1, 1, 0, s>>>(acc, c);
+      launches++;
+      unsigned count = 0;
+      CHECK(cudaMemcpyAsync(&count, acc, sizeof count, cudaMemcpyDeviceToHost, s));
+      CHECK(cudaStreamSynchronize(s));
+      expect(count == (unsigned)c.n, "a count sharing a word with padding that reads as registered memory", 0);
+    }
     CHECK(cudaHostUnregister(reg));
     munmap(raw_p, raw_bytes);
   }

@@ -478,6 +478,13 @@ static void mp_poke(const struct ferry_twin_thread *t, const unsigned char *para
   FOR_BLOCK_THREADS(t, k) if ((int)k < count) p[(size_t)k * (size_t)stride] = v + k;
 }
 
+/* mp_count(unsigned *out, Padded c) of tests/apps/mapped.cu: out[0] = c.n, the int at 8 of c */
+static void mp_count(const struct ferry_twin_thread *t, const unsigned char *params) {
+  unsigned *out = ARG(unsigned *, 0);
+  int n = ARG(int, 16);
+  if (global_x(t) == 0) out[0] = (unsigned)n;
+}
+
 /* mm_follow(const Holder *h, int n) of tests/apps/managed.cu: h->data[i] = h->data[i] * 3 + h->k,
    data found through the structure */
 static void mm_follow(const struct ferry_twin_thread *t, const unsigned char *params) {
@@ -534,6 +541,7 @@ const struct ferry_twin ferry_twins[] = {
     {"_Z7mp_fillPjij", mp_fill, 1, 3, {{0, 8}, {8, 4}, {12, 4}}},
     {"_Z8mp_accumPjPKji", mp_accum, 1, 3, {{0, 8}, {8, 8}, {16, 4}}},
     {"_Z7mp_pokePjiij", mp_poke, 1, 4, {{0, 8}, {8, 4}, {12, 4}, {16, 4}}},
+    {"_Z8mp_countPj6Padded", mp_count, 1, 2, {{0, 8}, {8, 16}}},
     {"_Z9mm_followPK6Holderi", mm_follow, 1, 2, {{0, 8}, {8, 4}}},
     {NULL, NULL, 0, 0, {{0, 0}}},
 };
