@@ -20,6 +20,7 @@
   X(DeviceGetUuid, "cuDeviceGetUuid_v2", (CUuuid * uuid, CUdevice dev))                       \
   X(DeviceTotalMem, "cuDeviceTotalMem_v2", (size_t * bytes, CUdevice dev))                    \
   X(DeviceGetAttribute, "cuDeviceGetAttribute", (int *pi, CUdevice_attribute attrib, CUdevice dev)) \
+  X(DeviceCanAccessPeer, "cuDeviceCanAccessPeer", (int *can, CUdevice dev, CUdevice peer))     \
   X(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext * ctx, CUdevice dev))      \
   X(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", (CUdevice dev))                  \
   X(DevicePrimaryCtxReset, "cuDevicePrimaryCtxReset_v2", (CUdevice dev))                      \

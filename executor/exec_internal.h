@@ -146,6 +146,7 @@ struct ferry_exec {
   size_t nexports, cexports;
   struct exec_ipc_import *imports;
   size_t nimports, cimports;
+  uint32_t peer_arenas; /* bit k: vGPU arena k is reserved here for a peer's memory */
 
   void *ret_buf[2]; /* blobs of the last reply, freed on the next call */
   void *param_buf;

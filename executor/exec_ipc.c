@@ -11,6 +11,12 @@
  * An allocation may span several mappings, and small allocations share
  * granules: the client exports the granule-aligned range around one
  * allocation, each piece of it a part of one mapping's handle.
+ *
+ * Peer access between two vGPUs of one program uses the same pair: the
+ * peer's memory is mapped at its own addresses, in the peer's arena, which
+ * this session reserves whole, as the peer's session reserves it (the
+ * H200's driver did not grant a small range there), at the first import
+ * into it (peer_access asks whether the GPUs can).
  */
 #include "executor/exec_internal.h"
 
@@ -222,6 +228,56 @@ static void unmap_import(struct ferry_exec *ex, const struct exec_ipc_import *im
   }
 }
 
+/* vGPU arena k is reserved in this process, for a peer's memory */
+static int reserve_peer_arena(struct ferry_exec *ex, unsigned k) {
+  if (ex->peer_arenas & (1u << k))
+    return EXEC_OK;
+  uint64_t want = FERRY_ARENA_BASE + (uint64_t)k * FERRY_ARENA_STRIDE;
+  CUdeviceptr got = 0;
+  CUresult res = ex->d->MemAddressReserve(&got, FERRY_ARENA_STRIDE, 0, want, 0);
+  if (res == CUDA_SUCCESS && got != want) {
+    ex->d->MemAddressFree(got, FERRY_ARENA_STRIDE);
+    res = CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (res != CUDA_SUCCESS) {
+    ferry_log("peer access: the arena of the program's device %u (0x%llx, %llu GiB) cannot be "
+              "reserved in this session to map its memory (CUresult %d, placed at 0x%llx)", k,
+              (unsigned long long)want, (unsigned long long)(FERRY_ARENA_STRIDE >> 30), (int)res,
+              (unsigned long long)got);
+    return CU(res);
+  }
+  ex->peer_arenas |= 1u << k;
+  return EXEC_OK;
+}
+
+/* [addr, end) lies in this session's arena (0), or inside one other vGPU
+   arena of the program (1: a peer's memory, at the peer's addresses); -1:
+   neither */
+static int import_place(const struct ferry_exec *ex, uint64_t addr, uint64_t end) {
+  if (addr >= ex->arena_base && end <= ex->arena_base + ex->arena_size)
+    return 0;
+  uint64_t zone_end = FERRY_ARENA_BASE + (uint64_t)FERRY_ARENAS * FERRY_ARENA_STRIDE;
+  if (addr < FERRY_ARENA_BASE || end > zone_end ||
+      (addr - FERRY_ARENA_BASE) / FERRY_ARENA_STRIDE != (end - 1 - FERRY_ARENA_BASE) / FERRY_ARENA_STRIDE ||
+      (addr < ex->arena_base + ex->arena_size && ex->arena_base < end))
+    return -1;
+  return 1;
+}
+
+int ferry_x_peer_access(struct ferry_exec *ex, const struct ferry_peer_access_args *a,
+                        struct ferry_peer_access_rets *r, struct ferry_io *io) {
+  (void)io;
+  int count = 0, can = 0;
+  CUdevice peer;
+  r->can = 0;
+  if (ex->d->DeviceGetCount(&count) != CUDA_SUCCESS || a->peer >= (uint32_t)count ||
+      ex->d->DeviceGet(&peer, (int)a->peer) != CUDA_SUCCESS || peer == ex->dev)
+    return EXEC_OK;
+  if (ex->d->DeviceCanAccessPeer(&can, ex->dev, peer) == CUDA_SUCCESS)
+    r->can = can != 0;
+  return EXEC_OK;
+}
+
 int ferry_x_ipc_mem_import(struct ferry_exec *ex, const struct ferry_ipc_mem_import_args *a,
                            struct ferry_ipc_mem_import_rets *r, struct ferry_io *io) {
   (void)io;
@@ -229,9 +285,9 @@ int ferry_x_ipc_mem_import(struct ferry_exec *ex, const struct ferry_ipc_mem_imp
     return EXEC_OK;
   const uint8_t *key = key_of(a->key);
   uint64_t end = a->addr + a->size;
+  int place = end < a->addr ? -1 : import_place(ex, a->addr, end);
   if (!key || !ex->arena_ok || a->size == 0 || a->addr % ex->gran || a->size % ex->gran ||
-      end < a->addr || a->addr < ex->arena_base || end > ex->arena_base + ex->arena_size ||
-      exec_map_overlaps(ex, a->addr, a->size))
+      place < 0 || exec_map_overlaps(ex, a->addr, a->size))
     return EXEC_INVALID_VALUE;
   for (size_t i = 0; i < ex->nimports; i++)
     if (ex->imports[i].addr < end && a->addr < ex->imports[i].addr + ex->imports[i].size)
@@ -270,6 +326,13 @@ int ferry_x_ipc_mem_import(struct ferry_exec *ex, const struct ferry_ipc_mem_imp
   im->addr = a->addr;
   im->size = a->size;
   im->n = m.npieces;
+  if (place == 1) {
+    int rc = reserve_peer_arena(ex, (unsigned)((a->addr - FERRY_ARENA_BASE) / FERRY_ARENA_STRIDE));
+    if (rc) {
+      close_fds(fds, nfds);
+      return rc;
+    }
+  }
   CUmemAccessDesc access = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = ex->dev},
                             .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
   CUresult res = CUDA_SUCCESS;
@@ -292,9 +355,9 @@ int ferry_x_ipc_mem_import(struct ferry_exec *ex, const struct ferry_ipc_mem_imp
   }
   close_fds(fds, nfds);
   if (res != CUDA_SUCCESS) {
-    ferry_debug("ipc_mem_import: piece %u of %u (%llu bytes at +%llu) failed: CUresult %d", done,
-                m.npieces, (unsigned long long)m.u.p[done].len, (unsigned long long)m.u.p[done].at,
-                (int)res);
+    ferry_log("%s: mapping piece %u of %u (%llu bytes at 0x%llx) failed: CUresult %d",
+              place ? "peer access" : "CUDA IPC", done, m.npieces, (unsigned long long)m.u.p[done].len,
+              (unsigned long long)(a->addr + m.u.p[done].at), (int)res);
     unmap_import(ex, im, done, 1);
     return CU(res);
   }
@@ -413,6 +476,10 @@ void exec_ipc_free(struct ferry_exec *ex, int driver_ok) {
   ex->nimports = 0;
   while (ex->nexports)
     drop_export(ex, ex->nexports - 1);
+  for (unsigned k = 0; k < FERRY_ARENAS; k++)
+    if ((ex->peer_arenas & (1u << k)) && driver_ok)
+      ex->d->MemAddressFree(FERRY_ARENA_BASE + (uint64_t)k * FERRY_ARENA_STRIDE, FERRY_ARENA_STRIDE);
+  ex->peer_arenas = 0;
   free(ex->imports);
   free(ex->exports);
   ex->imports = NULL;

@@ -16,7 +16,7 @@
 #include <stddef.h>
 
 #define FERRY_MAGIC 0x31595246u /* "FRY1" little endian */
-#define FERRY_PROTOCOL_VERSION 11u
+#define FERRY_PROTOCOL_VERSION 12u
 #define FERRY_MAX_BODY (1u << 20)          /* msgpack body; params are <= 32 KiB */
 #define FERRY_MAX_BULK (1ull << 40)        /* sanity bound for a single transfer */
 #define FERRY_MAX_LAUNCH_ATTRS 16u         /* launch attributes in one launch's attrs blob */
@@ -96,6 +96,13 @@ typedef struct { const void *ptr; uint32_t len; } ferry_blob;
    the addresses its calls carry (shim/core/shadow_alias.c) */
 #define FERRY_ALIAS_WINDOW_BASE (FERRY_HOST_WINDOW_BASE + FERRY_HOST_WINDOW_SIZE)
 #define FERRY_ALIAS_WINDOW_SIZE 0x10000000000ull
+/* the vGPUs' device arenas: a program's vGPU i allocates in the 4 TiB at
+   FERRY_ARENA_BASE + i * FERRY_ARENA_STRIDE (shim/core/vgpu.h). For peer
+   access a session maps another vGPU's memory at its own addresses there
+   (ipc_mem_import outside the session's arena). */
+#define FERRY_ARENA_BASE 0x200000000000ull
+#define FERRY_ARENA_STRIDE 0x40000000000ull
+#define FERRY_ARENAS 16u
 _Static_assert(FERRY_CALL_LIMIT <= FERRY_KIND_REPLY, "call ids and frame kinds overlap");
 
 enum ferry_call_id {

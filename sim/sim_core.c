@@ -250,6 +250,19 @@ CUresult sim_DeviceGet(CUdevice *dev, int ordinal) {
   return sim_leave(CUDA_SUCCESS);
 }
 
+/* every pair of simulated GPUs reaches each other, as NVLinked ones do */
+CUresult sim_DeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer) {
+  CUresult r = enter_dev(dev);
+  if (r)
+    return r;
+  if (!can)
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+  if (peer < 0 || peer >= sim.ngpus)
+    return sim_leave(CUDA_ERROR_INVALID_DEVICE);
+  *can = peer != dev;
+  return sim_leave(CUDA_SUCCESS);
+}
+
 #define SIM_DEVICE_NAME "ferry CPU simulation (sm_90)"
 
 CUresult sim_DeviceGetName(char *name, int len, CUdevice dev) {

@@ -149,6 +149,9 @@ cudaCompressibleMemory|driver||
 simpleIPC|runtime||
 streamOrderedAllocationIPC|runtime||
 memMapIPCDrv|driver||
+simpleP2P|runtime||Test passed
+p2pBandwidthLatencyTest|runtime||
+streamOrderedAllocationP2P|runtime||PASSED
 '
 
 manifest_names() { printf '%s\n' "$MANIFEST" | awk -F'|' 'NF>1 {print $1}'; }

@@ -19,8 +19,7 @@
 #include "transport/transport.h"
 
 #define FERRY_MAX_VGPUS 16
-#define FERRY_ARENA_BASE 0x200000000000ull
-#define FERRY_ARENA_STRIDE 0x40000000000ull /* 4 TiB of address space per vGPU */
+_Static_assert(FERRY_MAX_VGPUS <= FERRY_ARENAS, "each vGPU has its arena (protocol/wire.h)");
 /* the shared host arena (hostmem.c): above AddressSanitizer's shadow
    (0x10007fff8000), below the simulation's object slab (0x1f0000000000)
    and the vGPUs' arenas; ASan's own heap starts at 0x600000000000 */

@@ -619,8 +619,9 @@ static int same_target(const struct prepared *p, int gpu, const struct ferry_url
 static const char ipc_busy[] =
     "device %d shares memory or events with another program through CUDA IPC "
     "(cudaIpcGetMemHandle, cudaIpcOpenMemHandle, cudaIpcGetEventHandle, "
-    "cudaIpcOpenEventHandle), which holds it on its server; free, close or destroy "
-    "what it shares first";
+    "cudaIpcOpenEventHandle), or with another device through peer access "
+    "(cudaDeviceEnablePeerAccess), which holds it on its server; free, close, destroy "
+    "or disable what it shares first";
 
 /* why vGPU vi cannot move to the target now (mig_lock held), or NULL */
 static const char *cannot_move(struct ferry_vgpu *v, const struct ferry_url *url) {
@@ -663,8 +664,8 @@ static int wait_for_ipc(struct ferry_vgpu *v, int gpu, const struct ferry_url *u
                                       .launch_at_start = v->launches};
   snprintf(v->mig.error, sizeof v->mig.error,
            "waiting to move to %s: device %d shares memory or events with another program "
-           "through CUDA IPC; it moves at its first launch after the last export or import "
-           "closes", target, v->index);
+           "through CUDA IPC, or with another device through peer access; it moves at its "
+           "first launch after the last export, import or peer access closes", target, v->index);
   snprintf(err, errlen, "%s", v->mig.error);
   return FERRY_MIGRATE_WAITS;
 }
@@ -694,7 +695,8 @@ void ferry_migrate_waited_at_launch(int vi) {
   if (!go) return;
   char err[300];
   int started;
-  if (ferry_migrate_run(vi, w.gpu, w.remote ? &w.url : NULL, err, sizeof err, &started) && !started)
+  int rc = ferry_migrate_run(vi, w.gpu, w.remote ? &w.url : NULL, err, sizeof err, &started);
+  if (rc && rc != FERRY_MIGRATE_WAITS && !started) /* waiting again: said already */
     ferry_log("the waiting migration of device %d did not start: %s", vi, err);
 }
 

@@ -105,6 +105,7 @@ cudaError_t cudaDeviceReset(void) {
   ferry_modules_forget(v->index);
   if (ferry_hooks.device_reset) ferry_hooks.device_reset(v->index);
   ferry_streams_forget(v->index);
+  ferry_peer_forget(v->index);
   ferry_ipc_forget(v->index); /* after the events, which it counts too */
   ferry_arrays_forget(v->index);
   ferry_gexecs_forget(v->index);
@@ -133,41 +134,6 @@ cudaError_t cudaGetDeviceFlags(unsigned int *flags) {
   if (!v) return ferry_ret(err);
   *flags = v->device_flags;
   return cudaSuccess;
-}
-
-cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer) {
-  if (!can) return ferry_ret(cudaErrorInvalidValue);
-  struct ferry_vgpu *v;
-  int rc = vgpu_at(device, &v);
-  if (!rc) rc = vgpu_at(peer, &v);
-  if (rc) return ferry_ret(rc);
-  *can = 0; /* vGPUs never reach each other's memory (CUDA says 0 for itself too) */
-  return cudaSuccess;
-}
-
-/* A vGPU may be a GPU of another machine at any time (and move), so no
-   kernel may ever dereference another vGPU's memory: peer access is
-   refused, in words; copies between devices work, through this host. */
-cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
-  int err;
-  struct ferry_vgpu *v = ferry_current(&err), *p;
-  if (!v) return ferry_ret(err);
-  if ((err = vgpu_at(peer, &p)) || p == v) return ferry_ret(cudaErrorInvalidDevice);
-  if (flags) return ferry_ret(cudaErrorInvalidValue);
-  static int warned;
-  if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-    ferry_log("cudaDeviceEnablePeerAccess(%d) from device %d: ferry's devices cannot access each "
-              "other's memory (each may be a GPU of another machine); cudaMemcpyPeer and "
-              "cudaMemcpy between devices work, through this host", peer, v->index);
-  return ferry_ret(cudaErrorPeerAccessUnsupported);
-}
-
-cudaError_t cudaDeviceDisablePeerAccess(int peer) {
-  int err;
-  struct ferry_vgpu *v = ferry_current(&err), *p;
-  if (!v) return ferry_ret(err);
-  if ((err = vgpu_at(peer, &p)) || p == v) return ferry_ret(cudaErrorInvalidDevice);
-  return ferry_ret(cudaErrorPeerAccessNotEnabled);
 }
 
 cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {

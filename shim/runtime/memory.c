@@ -28,10 +28,16 @@ struct ferry_vgpu *ferry_vgpu_of(const void *p) {
 /* the arena's backend: the recorded mem_map / mem_unmap on v's GPU */
 static int map_remote(void *ctx, uint64_t addr, uint64_t size) {
   struct ferry_mem_map_args a = {addr, size};
-  return ferry_call(ctx, FERRY_CALL_mem_map, &a, NULL, NULL);
+  int rc = ferry_call(ctx, FERRY_CALL_mem_map, &a, NULL, NULL);
+  if (!rc && (rc = ferry_peer_mapped(ctx, addr, size))) {
+    struct ferry_mem_unmap_args u = {addr, size};
+    ferry_call(ctx, FERRY_CALL_mem_unmap, &u, NULL, NULL);
+  }
+  return rc;
 }
 static int unmap_remote(void *ctx, uint64_t addr, uint64_t size) {
   struct ferry_mem_unmap_args a = {addr, size};
+  ferry_peer_unmapping(ctx, addr, size); /* peers let go of it first */
   return ferry_call(ctx, FERRY_CALL_mem_unmap, &a, NULL, NULL);
 }
 
@@ -256,17 +262,21 @@ static int wait_stream(cudaStream_t s, int per_thread) {
 static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                 cudaStream_t stream, int per_thread, int async);
 
-/* Two vGPUs never share memory (each may be a GPU of another machine), so
-   a copy between them goes through this host, chunk by chunk, through a
-   pinned bounce buffer: each half takes its vGPU's fastest path (shared
-   memory for a helper, the driver in this process, the link otherwise). */
+/* Two vGPUs with peer access on between them copy on their server
+   (peer.c). Otherwise they share no memory (each may be a GPU of another
+   machine), so a copy between them goes through this host, chunk by chunk,
+   through a pinned bounce buffer: each half takes its vGPU's fastest path
+   (shared memory for a helper, the driver in this process, the link
+   otherwise). */
 #define PEER_CHUNK (8u << 20)
 static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *peer_buf;
 
 static int copy_between(void *dst, const void *src, size_t count) {
+  int rc = ferry_peer_copy(dst, src, count);
+  if (rc >= 0) return rc;
   pthread_mutex_lock(&peer_lock);
-  int rc = peer_buf ? 0 : (int)cudaHostAlloc(&peer_buf, PEER_CHUNK, 0);
+  rc = peer_buf ? 0 : (int)cudaHostAlloc(&peer_buf, PEER_CHUNK, 0);
   for (size_t off = 0; off < count && !rc; off += PEER_CHUNK) {
     size_t n = count - off < PEER_CHUNK ? count - off : PEER_CHUNK;
     rc = copy(peer_buf, (const char *)src + off, n, cudaMemcpyDeviceToHost, NULL, 0, 0);
@@ -274,6 +284,18 @@ static int copy_between(void *dst, const void *src, size_t count) {
   }
   pthread_mutex_unlock(&peer_lock);
   return rc;
+}
+
+/* an asynchronous copy between two vGPUs with peer access on, in the
+   stream, when the stream's vGPU maps the other's memory; -1 otherwise */
+static int peer_copy_async(void *dst, const void *src, size_t count, cudaStream_t stream,
+                           int per_thread) {
+  struct ferry_vgpu *v;
+  uint32_t sid;
+  int rc = ferry_stream_resolve(stream, per_thread, &v, &sid);
+  if (rc) return rc;
+  if ((rc = ferry_capture_refuse(v, sid, "a copy between two devices"))) return rc;
+  return ferry_peer_copy_async(dst, src, count, v, sid);
 }
 
 static int pinned_not_device(const void *p) { return !ferry_vgpu_of(p) && ferry_host_pinned(p); }
@@ -357,6 +379,7 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
   case cudaMemcpyDeviceToDevice: {
     if ((rc = device_side(src, count, &sv)) || (rc = device_side(dst, count, &dv))) return rc;
     if (sv != dv) {
+      if (async && (rc = peer_copy_async(dst, src, count, stream, per_thread)) >= 0) return rc;
       if ((rc = stream_id_for(dv, stream, per_thread, &sid, &async)) ||
           (rc = ferry_capture_refuse(dv, sid, "a copy between two devices")))
         return rc;
@@ -411,6 +434,7 @@ static int copy_peer(void *dst, int dst_dev, const void *src, int src_dev, size_
   if (count == 0) return 0;
   if ((rc = on_device(dst, count, dst_dev)) || (rc = on_device(src, count, src_dev))) return rc;
   if (dst_dev == src_dev) return copy(dst, src, count, cudaMemcpyDeviceToDevice, stream, 0, async);
+  if (async && (rc = peer_copy_async(dst, src, count, stream, 0)) >= 0) return rc;
   struct ferry_vgpu *v;
   uint32_t sid;
   if ((rc = ferry_stream_resolve(stream, 0, &v, &sid)) ||

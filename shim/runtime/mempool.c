@@ -9,6 +9,7 @@
  * streams, events and the device synchronize (stream.c, device.c).
  */
 #include <cuda.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -503,11 +504,23 @@ cudaError_t cudaMemPoolSetAccess(cudaMemPool_t pool, const struct cudaMemAccessD
       if (descs[i].flags != cudaMemAccessFlagsProtReadWrite) return ferry_ret(cudaErrorInvalidValue);
       continue;
     }
-    if (descs[i].flags == cudaMemAccessFlagsProtNone) continue;
-    ferry_log("cudaMemPoolSetAccess for device %d on a pool of device %d: ferry's devices cannot "
-              "access each other's memory (each may be a GPU of another machine)",
-              descs[i].location.id, device);
-    return ferry_ret(cudaErrorPeerAccessUnsupported);
+    if (descs[i].flags != cudaMemAccessFlagsProtNone && descs[i].flags != cudaMemAccessFlagsProtRead &&
+        descs[i].flags != cudaMemAccessFlagsProtReadWrite)
+      return ferry_ret(cudaErrorInvalidValue);
+  }
+  /* another device's access: it maps all of this device's memory (peer.c) */
+  for (size_t i = 0; i < count; i++) {
+    if (descs[i].location.id == device) continue;
+    struct ferry_vgpu *d = &ferry.vgpus[descs[i].location.id], *p = &ferry.vgpus[device];
+    if (descs[i].flags == cudaMemAccessFlagsProtNone) {
+      ferry_peer_revoke(d, p, FERRY_PEER_POOL);
+      continue;
+    }
+    char call[80];
+    snprintf(call, sizeof call, "cudaMemPoolSetAccess for device %d on a pool of device %d",
+             descs[i].location.id, device);
+    int rc = ferry_peer_grant(d, p, FERRY_PEER_POOL, call);
+    if (rc) return ferry_ret(rc);
   }
   return cudaSuccess;
 }
@@ -522,7 +535,9 @@ cudaError_t cudaMemPoolGetAccess(enum cudaMemAccessFlags *flags, cudaMemPool_t p
   pthread_mutex_unlock(&vp->lock);
   if (loc->type != cudaMemLocationTypeDevice || loc->id < 0 || loc->id >= ferry.count)
     return ferry_ret(cudaErrorInvalidDevice);
-  *flags = loc->id == device ? cudaMemAccessFlagsProtReadWrite : cudaMemAccessFlagsProtNone;
+  *flags = loc->id == device || ferry_peer_has(&ferry.vgpus[loc->id], &ferry.vgpus[device], FERRY_PEER_POOL)
+               ? cudaMemAccessFlagsProtReadWrite
+               : cudaMemAccessFlagsProtNone;
   return cudaSuccess;
 }
 

@@ -49,6 +49,29 @@ void ferry_ipc_released(struct ferry_vgpu *v, uint64_t addr);
 /* after cudaDeviceReset: every export and import of vgpu is gone */
 void ferry_ipc_forget(int vgpu);
 
+/* ---- peer access between vGPUs of one server (peer.c) ---- */
+/* why a device maps another's memory */
+#define FERRY_PEER_DEVICE 1u /* cudaDeviceEnablePeerAccess */
+#define FERRY_PEER_POOL 2u   /* cudaMemPoolSetAccess on one of the other's pools */
+/* d maps (no longer maps) p's memory for `why`: 0 or a cudaError_t
+   (grant: cudaErrorPeerAccessAlreadyEnabled for FERRY_PEER_DEVICE given
+   twice); revoke: 1 when it was not given */
+int ferry_peer_grant(struct ferry_vgpu *d, struct ferry_vgpu *p, unsigned why, const char *call);
+int ferry_peer_revoke(struct ferry_vgpu *d, struct ferry_vgpu *p, unsigned why);
+int ferry_peer_has(const struct ferry_vgpu *d, const struct ferry_vgpu *p, unsigned why);
+/* p mapped (is about to unmap) [addr, addr + size) on its server: the
+   devices with peer access to p map it too (let go of it); p's arena_lock held */
+int ferry_peer_mapped(struct ferry_vgpu *p, uint64_t addr, uint64_t size);
+void ferry_peer_unmapping(struct ferry_vgpu *p, uint64_t addr, uint64_t size);
+/* a copy between two vGPUs with peer access on, made on their server: 0 or
+   an error; -1 when they have none (the caller copies through this host) */
+int ferry_peer_copy(void *dst, const void *src, size_t count);
+/* the same, asynchronous, in v's stream: when v maps the other's memory */
+int ferry_peer_copy_async(void *dst, const void *src, size_t count, struct ferry_vgpu *v,
+                          uint32_t stream);
+/* after cudaDeviceReset of vgpu */
+void ferry_peer_forget(int vgpu);
+
 /* ---- kernels and modules (module.c) ---- */
 struct ferry_kernel;
 int ferry_kernel_lookup(const void *func, struct ferry_kernel **k);

@@ -101,7 +101,7 @@ refusals)
   expect_in ref.err "cudaMemPoolCreate of a host or NUMA location is not supported by ferry"
   expect_in ref.err "cudaMemPoolExportPointer (memory pool IPC) is not supported by ferry"
   expect_in ref.err "cudaMemPoolExportToShareableHandle (memory pool IPC) is not supported by ferry"
-  # two devices: another device's access is refused as peer access is
+  # two vGPUs on one GPU: another device's access is refused as peer access is
   one=$FERRY_DEVICES
   export FERRY_DEVICES="$one,$one"
   rc=$(run two mempool refusals)
@@ -111,7 +111,7 @@ refusals)
     pool_of_other_device=cudaErrorNotSupported free_in_other_device_order=cudaSuccess; do
     expect_in two.out "^$line$"
   done
-  expect_in two.err "cudaMemPoolSetAccess for device 1 on a pool of device 0: ferry's devices cannot access"
+  expect_in two.err "cudaMemPoolSetAccess for device 1 on a pool of device 0: ferry gives device 1 access to device 0.s memory only where both are GPUs of one ferry-server"
   expect_in two.err "cudaMallocFromPoolAsync with a stream of another device is not supported by ferry"
   rc=$(run drv drv_mempool "$fatbin" refusals)
   passed drv "$rc"

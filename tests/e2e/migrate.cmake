@@ -32,7 +32,7 @@ endforeach()
 
 # multi-GPU programs: several vGPUs, moved one by one, in-process and helpers
 set(FERRY_MULTIGPU_CASES remote orders policies control helper_killed program_killed bad_input
-    helper_faults)
+    helper_faults peer peer_refused peer_migrate)
 foreach(case ${FERRY_MULTIGPU_CASES})
   add_test(NAME e2e_multigpu_${case}
            COMMAND sh ${CMAKE_SOURCE_DIR}/tests/e2e/multigpu.sh ${CMAKE_BINARY_DIR} ${case})

@@ -113,6 +113,50 @@ pick() {
 }
 
 case $case_name in
+peer)
+  # two vGPUs on the two GPUs of one server: peer access mirrors device 1's
+  # memory in device 0's session, and copies between them stay on the server
+  start_sim_server
+  export FERRY_DEVICES="tcp://127.0.0.1:$port/0,tcp://127.0.0.1:$port/1"
+  rc=$(FERRY_STATS=1 run peer peer_access)
+  passed peer "$rc"
+  expect_in peer.out "^peer 0->1: can=1"
+  expect_in peer.out "^peer 1->0: can=1"
+  expect_not_in peer.err "ferry: cudaDeviceEnablePeerAccess"
+  # device 0 ran the three copies made with peer access on, the
+  # asynchronous one in its stream; none came through this host (two of
+  # them would have reached device 0 as host-to-device copies)
+  [ "$(calls peer memcpy_dtod)" = 2 ] && [ "$(calls peer memcpy_dtod_async)" = 1 ] ||
+    fail "the peer copies did not run on the server: $(calls peer memcpy_dtod) + $(calls peer memcpy_dtod_async) device copies on device 0"
+  [ "$(calls peer memcpy_htod)" = 0 ] && [ "$(calls peer memcpy_htod_async)" = 0 ] ||
+    fail "device 0 got host-to-device copies: peer copies went through this host"
+  ;;
+peer_refused)
+  # vGPUs on two servers, or two on one GPU: no peer access, in one line,
+  # and copies between them still work through this host
+  start_sim_server
+  first=$port
+  start_sim_server
+  for list in "tcp://127.0.0.1:$first/0,tcp://127.0.0.1:$port/1" "tcp://127.0.0.1:$port/0,tcp://127.0.0.1:$port/0"; do
+    rc=$(FERRY_DEVICES=$list run refused peer_access)
+    [ "$rc" = 4 ] || fail "peer_access on $list exited $rc, not 4 (no peer access)"
+    expect_in refused.out "^peer 0->1: can=0"
+  done
+  devices 2
+  reference ref 6
+  expect_in ref.out "peer 0->1 enable: cudaErrorPeerAccessUnsupported"
+  expect_in ref.err "ferry: cudaDeviceEnablePeerAccess(1) from device 0: ferry gives device 0 access to device 1.s memory only where both are GPUs of one ferry-server"
+  ;;
+peer_migrate)
+  # a move asked while peer access is on waits, and runs once it is off
+  start_sim_server
+  export FERRY_DEVICES="tcp://127.0.0.1:$port/0,tcp://127.0.0.1:$port/1"
+  rc=$(FERRY_MIGRATE_AT=0:0:launch=2 run moved peer_access)
+  passed moved "$rc"
+  expect_in moved.err "waiting to move to local GPU 0: device 0 shares memory or events with another program through CUDA IPC, or with another device through peer access"
+  expect_in moved.err "device 0 now runs on local GPU 0"
+  expect_not_in moved.err "did not start"
+  ;;
 remote)
   start_sim_server
   for n in 1 2 3; do

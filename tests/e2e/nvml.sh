@@ -60,9 +60,9 @@ answers)
   expect_in all.out "^cuDeviceGetCount: 2$"
   expect_in all.out "^out of range index 2: 2$"
   # NCCL's start-up asks every pair: a device reaches itself, two vGPUs
-  # each other only as cuDeviceCanAccessPeer says
+  # each other as cuDeviceCanAccessPeer says (two GPUs of one server: yes)
   expect_in all.out "^p2p 1 1 caps 1: 0 status 0 cuda 1$"
-  expect_in all.out "^p2p 0 1 caps 0: 0 status 5 cuda 0$"
+  expect_in all.out "^p2p 0 1 caps 0: 0 status 0 cuda 1$"
   # no NVLink on this simulation: every link NOT_SUPPORTED
   expect_in all.out "^device 0 nvlinks: 0$"
   expect_in all.out "^nvmlDeviceGetPowerUsage: 3 3 (Not Supported)$"
