@@ -1,4 +1,4 @@
-/* A VMM shareable handle as a sealed memfd (common/ipc_fd.h). */
+/* A VMM or memory pool shareable handle as a sealed memfd (common/ipc_fd.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memfd_create, F_ADD_SEALS */
 #endif
@@ -34,7 +34,9 @@ int ferry_ipc_fd_read(int fd, struct ferry_ipc_handle *h) {
   if (n != (ssize_t)sizeof *h) return FERRY_IPC_FD_NOT_OURS;
   struct ferry_ipc_handle r;
   memcpy(&r, buf, sizeof r);
-  if (r.magic != FERRY_IPC_VMM_MAGIC || r.vgpu_unused || !r.size || r.range != r.size || r.offset)
+  int vmm = r.magic == FERRY_IPC_VMM_MAGIC && !r.vgpu_unused && r.size && r.range == r.size && !r.offset;
+  int pool = r.magic == FERRY_IPC_POOL_MAGIC && !r.vgpu_unused && r.spare && !r.size && !r.range && !r.offset;
+  if (!vmm && !pool)
     return FERRY_IPC_FD_NOT_OURS;
   int seals = fcntl(fd, F_GET_SEALS);
   if (seals < 0 || (seals & SEALS) != SEALS) return FERRY_IPC_FD_UNSEALED;

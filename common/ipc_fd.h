@@ -1,6 +1,7 @@
 /*
  * The file descriptor cuMemExportToShareableHandle gives a program for a
- * program VMM handle (shim/driver/vmm.c): a sealed memfd holding a ferry
+ * program VMM handle (shim/driver/vmm.c), and cudaMemPoolExportToShareableHandle
+ * for a memory pool (shim/runtime/mempool_ipc.c): a sealed memfd holding a ferry
  * IPC handle record (protocol/ipc.h), so that the program can pass a real
  * descriptor with SCM_RIGHTS as it would NVIDIA's, and
  * cuMemImportFromShareableHandle can tell ferry's descriptor from any
@@ -22,7 +23,8 @@ enum {
   FERRY_IPC_FD_NOT_OURS = 2,   /* another size or magic: another driver's, or any file */
   FERRY_IPC_FD_UNSEALED = 3,   /* the record's bytes, but writable: not one ferry made */
 };
-/* reads fd's record into *h: FERRY_IPC_FD_OK or why not */
+/* reads fd's record into *h: FERRY_IPC_FD_OK or why not; a record is a VMM
+   handle's or a memory pool's (the caller checks which by its magic) */
 int ferry_ipc_fd_read(int fd, struct ferry_ipc_handle *h);
 /* a phrase for a reason above */
 const char *ferry_ipc_fd_why(int why);

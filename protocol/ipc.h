@@ -17,6 +17,11 @@
 /* a program VMM handle's record, in the memfd cuMemExportToShareableHandle
    gives (common/ipc_fd.h): a whole server mapping, offset 0, range = size */
 #define FERRY_IPC_VMM_MAGIC 0x56435049u /* "IPCV" */
+/* a shareable memory pool's record, in the memfd
+   cudaMemPoolExportToShareableHandle gives: spare is the pool's token, the
+   rest 0; its pointers' handles (cudaMemPoolExportPointer) are memory
+   handles with the token in spare */
+#define FERRY_IPC_POOL_MAGIC 0x50435049u /* "IPCP" */
 
 /* the handle's bytes, little-endian as the host's; 64 bytes like CUDA's */
 struct ferry_ipc_handle {
@@ -27,7 +32,7 @@ struct ferry_ipc_handle {
   uint64_t offset; /* memory: the allocation's start in the exported range */
   uint64_t range;  /* memory: the exported range's bytes (granule multiple) */
   uint64_t size;   /* memory: the allocation's bytes */
-  uint64_t spare;
+  uint64_t spare;  /* a memory pool's token (FERRY_IPC_POOL_MAGIC), else 0 */
 };
 _Static_assert(sizeof(struct ferry_ipc_handle) == 64, "a CUDA IPC handle is 64 bytes");
 

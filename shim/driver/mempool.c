@@ -5,6 +5,8 @@
  * a CUdevice a device ordinal, and the structures and attributes are laid
  * out and numbered alike.
  */
+#include <limits.h>
+
 #include "shim/driver/cu.h"
 
 #define POOL(p) ((cudaMemPool_t)(p))
@@ -68,22 +70,25 @@ CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool pool, CUmemLo
                                          (struct cudaMemLocation *)loc));
 }
 
-/* sharing pools between processes belongs to the multi-process work */
+/* sharing pools between processes: the runtime front end's (runtime/mempool_ipc.c) */
 CUresult cuMemPoolExportToShareableHandle(void *handle, CUmemoryPool pool,
                                           CUmemAllocationHandleType type, unsigned long long flags) {
-  (void)handle, (void)pool, (void)type, (void)flags;
-  return ferry_cu_unsupported("cuMemPoolExportToShareableHandle (memory pool IPC)");
+  if (flags > UINT_MAX) return CUDA_ERROR_INVALID_VALUE;
+  return READY_THEN(cudaMemPoolExportToShareableHandle(handle, POOL(pool),
+                                                       (enum cudaMemAllocationHandleType)type,
+                                                       (unsigned)flags));
 }
 CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *handle,
                                             CUmemAllocationHandleType type, unsigned long long flags) {
-  (void)pool, (void)handle, (void)type, (void)flags;
-  return ferry_cu_unsupported("cuMemPoolImportFromShareableHandle (memory pool IPC)");
+  if (flags > UINT_MAX) return CUDA_ERROR_INVALID_VALUE;
+  return READY_THEN(cudaMemPoolImportFromShareableHandle((cudaMemPool_t *)pool, handle,
+                                                         (enum cudaMemAllocationHandleType)type,
+                                                         (unsigned)flags));
 }
 CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *data, CUdeviceptr ptr) {
-  (void)data, (void)ptr;
-  return ferry_cu_unsupported("cuMemPoolExportPointer (memory pool IPC)");
+  return READY_THEN(cudaMemPoolExportPointer((struct cudaMemPoolPtrExportData *)data, (void *)(uintptr_t)ptr));
 }
 CUresult cuMemPoolImportPointer(CUdeviceptr *ptr, CUmemoryPool pool, CUmemPoolPtrExportData *data) {
-  (void)ptr, (void)pool, (void)data;
-  return ferry_cu_unsupported("cuMemPoolImportPointer (memory pool IPC)");
+  return READY_THEN(cudaMemPoolImportPointer((void **)ptr, POOL(pool),
+                                             (struct cudaMemPoolPtrExportData *)data));
 }

@@ -473,6 +473,7 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
   int fd = (int)(intptr_t)osHandle;
   struct ferry_ipc_handle h;
   int why = ferry_ipc_fd_read(fd, &h);
+  if (!why && h.magic != FERRY_IPC_VMM_MAGIC) why = FERRY_IPC_FD_NOT_OURS; /* a pool's */
   if (why) {
     ferry_log("%s: descriptor %d is %s; ferry imports only descriptors that "
               "cuMemExportToShareableHandle made through ferry; returning "

@@ -31,9 +31,8 @@ struct ipc_export {
 struct ipc_import {
   int vgpu;
   uint8_t key[FERRY_IPC_KEY_LEN];
-  uint64_t at, range; /* the reserved and mapped range */
-  uint64_t ptr;       /* what the program got: the allocation's start in it */
-  int refs;
+  uint64_t at, range; /* the reserved and mapped range: the pointers the program got lie in it */
+  int refs;           /* opens of handles of it (allocations sharing granules share it) */
 };
 
 static pthread_mutex_t ipc_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -98,20 +97,19 @@ int ferry_ipc_local_refused(const char *call, struct ferry_vgpu *v) {
 
 /* ---- export ---- */
 
-cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *dev_ptr) {
-  if (!handle) return ferry_ret(cudaErrorInvalidValue);
+int ferry_ipc_export_mem(void *dev_ptr, struct ferry_ipc_handle *out, const char *call) {
   int rc = ferry_ensure_init();
-  if (rc) return ferry_ret(rc);
+  if (rc) return rc;
   struct ferry_vgpu *v = ferry_vgpu_of(dev_ptr);
-  if (!v) return ferry_ret(cudaErrorInvalidValue);
-  if (ferry_dead(v)) return ferry_ret(cudaErrorDevicesUnavailable);
-  if ((rc = ferry_ipc_local_refused("cudaIpcGetMemHandle", v))) return ferry_ret(rc);
+  if (!v) return cudaErrorInvalidValue;
+  if (ferry_dead(v)) return cudaErrorDevicesUnavailable;
+  if ((rc = ferry_ipc_local_refused(call, v))) return rc;
   uint64_t g = v->arena.granularity;
   pthread_mutex_lock(&v->arena_lock); /* the allocation stays while it is exported */
   const struct ferry_region *r = ferry_arena_find(&v->arena, (uint64_t)(uintptr_t)dev_ptr);
   if (!r || r->handle) { /* not an allocation (program VMM, an imported range) */
     pthread_mutex_unlock(&v->arena_lock);
-    return ferry_ret(cudaErrorInvalidValue);
+    return cudaErrorInvalidValue;
   }
   uint64_t base = r->addr, size = r->size;
   uint64_t lo = base / g * g, hi = (base + size + g - 1) / g * g;
@@ -119,11 +117,11 @@ cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *dev_ptr) {
   struct ferry_ipc_mem_export_rets x;
   rc = ferry_call(v, FERRY_CALL_ipc_mem_export, &a, &x, NULL);
   pthread_mutex_unlock(&v->arena_lock);
-  if (!rc && x.refusal) rc = ferry_ipc_refusal("cudaIpcGetMemHandle", v, x.refusal);
+  if (!rc && x.refusal) rc = ferry_ipc_refusal(call, v, x.refusal);
   if (!rc && (!x.key.ptr || x.key.len != FERRY_IPC_KEY_LEN || x.at > lo || x.span % g ||
               x.span < hi - x.at))
     rc = cudaErrorUnknown;
-  if (rc) return ferry_ret(rc);
+  if (rc) return rc;
   /* what is shared is the whole server mappings around the allocation */
   struct ferry_ipc_handle h = {.magic = FERRY_IPC_MEM_MAGIC, .instance = x.instance,
                                .offset = base - x.at, .range = x.span, .size = size};
@@ -140,6 +138,15 @@ cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *dev_ptr) {
     __atomic_add_fetch(&v->ipc_open, 1, __ATOMIC_ACQ_REL);
   }
   pthread_mutex_unlock(&ipc_lock);
+  *out = h;
+  return 0;
+}
+
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *dev_ptr) {
+  if (!handle) return ferry_ret(cudaErrorInvalidValue);
+  struct ferry_ipc_handle h;
+  int rc = ferry_ipc_export_mem(dev_ptr, &h, "cudaIpcGetMemHandle");
+  if (rc) return ferry_ret(rc);
   memset(handle, 0, sizeof *handle);
   memcpy(handle, &h, sizeof h);
   return cudaSuccess;
@@ -206,23 +213,33 @@ cudaError_t cudaIpcOpenMemHandle(void **dev_ptr, cudaIpcMemHandle_t handle, unsi
   int err;
   struct ferry_vgpu *v = ferry_current(&err);
   if (!v) return ferry_ret(err);
-  if ((rc = ferry_ipc_local_refused("cudaIpcOpenMemHandle", v))) return ferry_ret(rc);
+  return ferry_ret(ferry_ipc_open_mem(v, &h, dev_ptr, "cudaIpcOpenMemHandle"));
+}
+
+int ferry_ipc_open_mem(struct ferry_vgpu *v, const struct ferry_ipc_handle *hp, void **dev_ptr,
+                       const char *call) {
+  struct ferry_ipc_handle h = *hp;
+  int rc;
+  if ((rc = ferry_ipc_local_refused(call, v))) return rc;
   uint64_t g = v->arena.granularity;
-  if (h.range % g) return ferry_ret(cudaErrorInvalidValue); /* not this server's granules */
+  if (h.range % g) return cudaErrorInvalidValue; /* not this server's granules */
   pthread_mutex_lock(&ipc_lock);
   for (size_t i = 0; i < nexports; i++)
     if (!memcmp(exports[i].key, h.key, FERRY_IPC_KEY_LEN)) rc = cudaErrorDeviceUninitialized;
   for (size_t i = 0; !rc && i < nimports; i++)
-    if (imports[i].vgpu == v->index && !memcmp(imports[i].key, h.key, FERRY_IPC_KEY_LEN)) {
-      imports[i].refs++; /* CUDA: opened again, the same pointer */
-      *dev_ptr = (void *)(uintptr_t)imports[i].ptr;
+    if (imports[i].vgpu == v->index && !memcmp(imports[i].key, h.key, FERRY_IPC_KEY_LEN) &&
+        imports[i].range == h.range) {
+      /* opened again, the same pointer; or another allocation of the same
+         granules (their exports share a key), at its own offset */
+      imports[i].refs++;
+      *dev_ptr = (void *)(uintptr_t)(imports[i].at + h.offset);
       pthread_mutex_unlock(&ipc_lock);
       return cudaSuccess;
     }
   if (!rc && grow((void **)&imports, &cimports, nimports, sizeof *imports))
     rc = cudaErrorMemoryAllocation;
   pthread_mutex_unlock(&ipc_lock);
-  if (rc) return ferry_ret(rc);
+  if (rc) return rc;
 
   uint64_t at = 0;
   struct ferry_ipc_import c = {v, h.instance, h.key, 0};
@@ -234,35 +251,37 @@ cudaError_t cudaIpcOpenMemHandle(void **dev_ptr, cudaIpcMemHandle_t handle, unsi
   if (!rc && (rc = ferry_arena_map_at(&v->arena, at, h.range, tag, &be)))
     ferry_arena_unreserve(&v->arena, at);
   pthread_mutex_unlock(&v->arena_lock);
-  if (c.refusal) rc = ferry_ipc_refusal("cudaIpcOpenMemHandle", v, c.refusal);
+  if (c.refusal) rc = ferry_ipc_refusal(call, v, c.refusal);
   else if (rc)
-    ferry_log("cudaIpcOpenMemHandle: %s could not map the exported memory (%s)", v->url_text,
+    ferry_log("%s: %s could not map the exported memory (%s)", call, v->url_text,
               cudaGetErrorName((cudaError_t)rc));
-  if (rc) return ferry_ret(rc);
+  if (rc) return rc;
   pthread_mutex_lock(&ipc_lock);
   struct ipc_import *im = &imports[nimports++]; /* room was made above; only this thread adds */
   *im = (struct ipc_import){.vgpu = v->index, .at = at, .range = h.range,
-                            .ptr = at + h.offset, .refs = 1};
+                            .refs = 1};
   memcpy(im->key, h.key, FERRY_IPC_KEY_LEN);
   pthread_mutex_unlock(&ipc_lock);
   __atomic_add_fetch(&v->ipc_open, 1, __ATOMIC_ACQ_REL);
   *dev_ptr = (void *)(uintptr_t)(at + h.offset);
-  return cudaSuccess;
+  return 0;
 }
 
-cudaError_t cudaIpcCloseMemHandle(void *dev_ptr) {
+cudaError_t cudaIpcCloseMemHandle(void *dev_ptr) { return ferry_ret(ferry_ipc_close_mem(dev_ptr)); }
+
+int ferry_ipc_close_mem(void *dev_ptr) {
   int rc = ferry_ensure_init();
-  if (rc) return ferry_ret(rc);
+  if (rc) return rc;
   pthread_mutex_lock(&ipc_lock);
   size_t i = 0;
-  while (i < nimports && imports[i].ptr != (uint64_t)(uintptr_t)dev_ptr) i++;
+  while (i < nimports && (uint64_t)(uintptr_t)dev_ptr - imports[i].at >= imports[i].range) i++;
   if (i == nimports) {
     pthread_mutex_unlock(&ipc_lock);
-    return ferry_ret(cudaErrorInvalidValue);
+    return cudaErrorInvalidValue;
   }
   if (--imports[i].refs > 0) {
     pthread_mutex_unlock(&ipc_lock);
-    return cudaSuccess;
+    return 0;
   }
   struct ipc_import im = imports[i];
   imports[i] = imports[--nimports];
@@ -278,10 +297,10 @@ cudaError_t cudaIpcCloseMemHandle(void *dev_ptr) {
     pthread_mutex_lock(&ipc_lock);
     if (!grow((void **)&imports, &cimports, nimports, sizeof *imports)) imports[nimports++] = im;
     pthread_mutex_unlock(&ipc_lock);
-    return ferry_ret(rc);
+    return rc;
   }
   ferry_ipc_release(v, 0);
-  return cudaSuccess;
+  return 0;
 }
 
 /* after cudaDeviceReset: the server dropped v's exports and imports */

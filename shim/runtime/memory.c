@@ -120,6 +120,11 @@ cudaError_t cudaFree(void *ptr) {
   int live = ferry_arena_find(&v->arena, (uint64_t)(uintptr_t)ptr) != NULL;
   pthread_mutex_unlock(&v->arena_lock);
   if (!live) return ferry_ret(cudaErrorInvalidValue);
+  if (ferry_mempool_import_has(ptr)) { /* another program's pool's: closed after the device's work */
+    struct ferry_device_synchronize_args sync = {0};
+    if ((rc = ferry_call(v, FERRY_CALL_device_synchronize, &sync, NULL, NULL))) return ferry_ret(rc);
+    return ferry_ret((rc = ferry_mempool_import_free(ptr)) < 0 ? cudaErrorInvalidValue : rc);
+  }
   if ((rc = ferry_capture_unsafe())) return ferry_ret(rc);
   /* a block a pool keeps (freed with cudaFreeAsync) is not the program's */
   if ((rc = ferry_mempool_on_free(v, (uint64_t)(uintptr_t)ptr))) return ferry_ret(rc);
@@ -162,6 +167,11 @@ static int free_async(void *ptr, cudaStream_t stream, int per_thread) {
   struct ferry_vgpu *v = ferry_vgpu_of(ptr);
   if (!v) return cudaErrorInvalidValue;
   if (ferry_dead(v)) return cudaErrorDevicesUnavailable;
+  if (ferry_mempool_import_has(ptr)) { /* another program's pool's: closed after the stream's work */
+    struct ferry_stream_synchronize_args a = {sid};
+    if ((rc = ferry_call(sv, FERRY_CALL_stream_synchronize, &a, NULL, NULL))) return rc;
+    return (rc = ferry_mempool_import_free(ptr)) < 0 ? cudaErrorInvalidValue : rc;
+  }
   /* a stream of another vGPU orders nothing on v: a synchronization of v
      completes the free (no work of another vGPU can use v's memory) */
   return ferry_mempool_free(v, v == sv ? sid : UINT32_MAX, ptr);

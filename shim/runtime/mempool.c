@@ -11,6 +11,7 @@
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/random.h>
 #include <string.h>
 
 #include "common/log.h"
@@ -23,6 +24,7 @@
 
 struct ferry_mempool {
   int vgpu;
+  uint64_t token; /* shared with other processes (mempool_ipc.c): its random id; else 0 */
   int destroyed; /* cudaMemPoolDestroy: its blocks go once unused and complete */
   struct ferry_pool pool;
 };
@@ -252,6 +254,26 @@ static struct ferry_mempool *pool_lookup(cudaMemPool_t h, struct vgpu_pools **vp
   return NULL;
 }
 
+int ferry_mempool_token(cudaMemPool_t pool, uint64_t *token) {
+  struct vgpu_pools *vp;
+  struct ferry_mempool *m = pool_lookup(pool, &vp);
+  if (!m) return cudaErrorInvalidValue;
+  *token = m->token;
+  pthread_mutex_unlock(&vp->lock);
+  return 0;
+}
+
+uint64_t ferry_mempool_block_token(struct ferry_vgpu *v, uint64_t addr) {
+  struct vgpu_pools *vp = pools_of(v);
+  if (!__atomic_load_n(&vp->used, __ATOMIC_ACQUIRE)) return 0;
+  uint64_t token = 0;
+  pthread_mutex_lock(&vp->lock);
+  for (size_t i = 0; i < vp->n && !token; i++)
+    if (ferry_pool_live(&vp->all[i]->pool, addr)) token = vp->all[i]->token;
+  pthread_mutex_unlock(&vp->lock);
+  return token;
+}
+
 static int device_pools(int device, struct vgpu_pools **vpp) {
   int rc = ferry_ensure_init();
   if (rc) return rc;
@@ -421,8 +443,13 @@ cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps
     if (props->allocType == cudaMemAllocationTypeInvalid) return ferry_ret(cudaErrorInvalidValue);
     return ferry_ret(pinned_type(props->allocType, "cudaMemPoolCreate"));
   }
-  if (props->handleTypes != cudaMemHandleTypeNone) {
-    ferry_log("cudaMemPoolCreate with shareable handle types (IPC) is not supported by ferry");
+  uint64_t token = 0;
+  if (props->handleTypes == cudaMemHandleTypePosixFileDescriptor) {
+    while (!token)
+      if (getrandom(&token, sizeof token, 0) != (ssize_t)sizeof token) return ferry_ret(cudaErrorUnknown);
+  } else if (props->handleTypes != cudaMemHandleTypeNone) {
+    ferry_log("cudaMemPoolCreate with handle types 0x%x: ferry shares pools as POSIX file "
+              "descriptors only (cudaMemHandleTypePosixFileDescriptor)", (unsigned)props->handleTypes);
     return ferry_ret(cudaErrorNotSupported);
   }
   int device, rc = location_device(&props->location, "cudaMemPoolCreate", &device);
@@ -435,6 +462,7 @@ cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps
     if (all) vp->all = all, vp->cap *= 2;
   }
   if (vp->n < vp->cap && (m = pool_new(device))) vp->all[vp->n++] = m;
+  if (m) m->token = token;
   pthread_mutex_unlock(&vp->lock);
   if (!m) return ferry_ret(cudaErrorMemoryAllocation);
   *pool = (cudaMemPool_t)m;
@@ -446,7 +474,10 @@ cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps
 cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool) {
   struct vgpu_pools *vp;
   struct ferry_mempool *m = pool_lookup(pool, &vp);
-  if (!m) return ferry_ret(cudaErrorInvalidValue);
+  if (!m) {
+    int rc = ferry_mempool_imported_destroy(pool);
+    return ferry_ret(rc < 0 ? cudaErrorInvalidValue : rc);
+  }
   int rc = 0;
   if (m == vp->def) rc = cudaErrorInvalidValue;
   else {
@@ -488,10 +519,28 @@ cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr att
 
 /* the pool's own device always reads and writes it; another vGPU never
    can (each may be a GPU of another machine), as with peer access */
+/* an imported pool's memory is mapped for the device that imported it only */
+static cudaError_t imported_access(int device, const struct cudaMemAccessDesc *descs, size_t count) {
+  if (count && !descs) return ferry_ret(cudaErrorInvalidValue);
+  for (size_t i = 0; i < count; i++) {
+    if (descs[i].location.type != cudaMemLocationTypeDevice || descs[i].location.id < 0 ||
+        descs[i].location.id >= ferry.count)
+      return ferry_ret(cudaErrorInvalidDevice);
+    if (descs[i].location.id == device || descs[i].flags == cudaMemAccessFlagsProtNone) continue;
+    ferry_log("cudaMemPoolSetAccess for device %d on a pool imported by device %d: ferry maps an "
+              "imported pool's memory for the device that imported it only; returning "
+              "cudaErrorNotSupported", descs[i].location.id, device);
+    return ferry_ret(cudaErrorNotSupported);
+  }
+  return cudaSuccess;
+}
+
 cudaError_t cudaMemPoolSetAccess(cudaMemPool_t pool, const struct cudaMemAccessDesc *descs,
                                  size_t count) {
   struct vgpu_pools *vp;
   struct ferry_mempool *m = pool_lookup(pool, &vp);
+  int imported;
+  if (!m && ferry_mempool_imported(pool, &imported)) return imported_access(imported, descs, count);
   if (!m) return ferry_ret(cudaErrorInvalidValue);
   int device = m->vgpu;
   pthread_mutex_unlock(&vp->lock);
@@ -530,8 +579,15 @@ cudaError_t cudaMemPoolGetAccess(enum cudaMemAccessFlags *flags, cudaMemPool_t p
   if (!flags || !loc) return ferry_ret(cudaErrorInvalidValue);
   struct vgpu_pools *vp;
   struct ferry_mempool *m = pool_lookup(pool, &vp);
+  int device;
+  if (!m && ferry_mempool_imported(pool, &device)) {
+    if (loc->type != cudaMemLocationTypeDevice || loc->id < 0 || loc->id >= ferry.count)
+      return ferry_ret(cudaErrorInvalidDevice);
+    *flags = loc->id == device ? cudaMemAccessFlagsProtReadWrite : cudaMemAccessFlagsProtNone;
+    return cudaSuccess;
+  }
   if (!m) return ferry_ret(cudaErrorInvalidValue);
-  int device = m->vgpu;
+  device = m->vgpu;
   pthread_mutex_unlock(&vp->lock);
   if (loc->type != cudaMemLocationTypeDevice || loc->id < 0 || loc->id >= ferry.count)
     return ferry_ret(cudaErrorInvalidDevice);
@@ -539,31 +595,4 @@ cudaError_t cudaMemPoolGetAccess(enum cudaMemAccessFlags *flags, cudaMemPool_t p
                ? cudaMemAccessFlagsProtReadWrite
                : cudaMemAccessFlagsProtNone;
   return cudaSuccess;
-}
-
-/* ---- sharing pools between processes: the multi-process issue's ---- */
-static cudaError_t ipc_refused(const char *call) {
-  ferry_log("%s (memory pool IPC) is not supported by ferry", call);
-  return ferry_ret(cudaErrorNotSupported);
-}
-cudaError_t cudaMemPoolExportToShareableHandle(void *handle, cudaMemPool_t pool,
-                                               enum cudaMemAllocationHandleType type,
-                                               unsigned int flags) {
-  (void)handle, (void)pool, (void)type, (void)flags;
-  return ipc_refused("cudaMemPoolExportToShareableHandle");
-}
-cudaError_t cudaMemPoolImportFromShareableHandle(cudaMemPool_t *pool, void *handle,
-                                                 enum cudaMemAllocationHandleType type,
-                                                 unsigned int flags) {
-  (void)pool, (void)handle, (void)type, (void)flags;
-  return ipc_refused("cudaMemPoolImportFromShareableHandle");
-}
-cudaError_t cudaMemPoolExportPointer(struct cudaMemPoolPtrExportData *data, void *ptr) {
-  (void)data, (void)ptr;
-  return ipc_refused("cudaMemPoolExportPointer");
-}
-cudaError_t cudaMemPoolImportPointer(void **ptr, cudaMemPool_t pool,
-                                     struct cudaMemPoolPtrExportData *data) {
-  (void)ptr, (void)pool, (void)data;
-  return ipc_refused("cudaMemPoolImportPointer");
 }

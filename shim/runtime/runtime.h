@@ -44,10 +44,34 @@ struct ferry_ipc_import {
   uint32_t refusal;
 };
 struct ferry_arena_backend ferry_ipc_import_backend(struct ferry_ipc_import *c);
+/* CUDA IPC of an allocation, without the front end's handle types: export
+   (out: its handle), open on v (dev_ptr: where it is mapped) and close; 0 or
+   a cudaError_t, each refusal said in one line naming `call` */
+struct ferry_ipc_handle;
+int ferry_ipc_export_mem(void *dev_ptr, struct ferry_ipc_handle *out, const char *call);
+int ferry_ipc_open_mem(struct ferry_vgpu *v, const struct ferry_ipc_handle *h, void **dev_ptr,
+                       const char *call);
+int ferry_ipc_close_mem(void *dev_ptr);
 /* the allocation at addr was freed (its export ended) */
 void ferry_ipc_released(struct ferry_vgpu *v, uint64_t addr);
 /* after cudaDeviceReset: every export and import of vgpu is gone */
 void ferry_ipc_forget(int vgpu);
+
+/* ---- memory pool IPC (mempool_ipc.c; the tokens: mempool.c) ---- */
+/* *token: the pool's (0: not shareable); cudaErrorInvalidValue: no such pool */
+int ferry_mempool_token(cudaMemPool_t pool, uint64_t *token);
+/* the token of the shareable pool whose live block starts at addr, else 0 */
+uint64_t ferry_mempool_block_token(struct ferry_vgpu *v, uint64_t addr);
+/* pool is an imported one: 1 and the device that imported it */
+int ferry_mempool_imported(cudaMemPool_t pool, int *vgpu);
+/* destroys an imported pool: 0, cudaErrorInvalidValue while pointers of it
+   are imported, -1 when pool is not an imported one */
+int ferry_mempool_imported_destroy(cudaMemPool_t pool);
+/* ptr is a pointer imported into a pool (cudaMemPoolImportPointer) */
+int ferry_mempool_import_has(const void *ptr);
+/* frees (closes) an imported pool pointer: 0 or a cudaError_t; -1 when ptr
+   is not one */
+int ferry_mempool_import_free(void *ptr);
 
 /* ---- peer access between vGPUs of one server (peer.c) ---- */
 /* why a device maps another's memory */

@@ -75,17 +75,18 @@ static void worker(int id, int iters, unsigned *acc, int *syncs) {
 
 static void say(const char *name, cudaError_t e) { printf("%s=%s\n", name, cudaGetErrorName(e)); }
 
-// under ferry: pools shared between processes are refused (the
-// multi-process work's), another device's access to a pool is refused as
-// peer access is, and frees of memory a pool keeps are caught
+// under ferry: pools shared other than as POSIX file descriptors are
+// refused, as are exports of pools made without them, another device's
+// access to a pool is refused as peer access is, and frees of memory a pool
+// keeps are caught
 static int refusals() {
   cudaMemPoolProps props;
   memset(&props, 0, sizeof props);
   props.allocType = cudaMemAllocationTypePinned;
-  props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+  props.handleTypes = cudaMemHandleTypeWin32;
   props.location.type = cudaMemLocationTypeDevice;
   cudaMemPool_t pool, def;
-  say("ipc_pool", cudaMemPoolCreate(&pool, &props));
+  say("win32_pool", cudaMemPoolCreate(&pool, &props));
   props.handleTypes = cudaMemHandleTypeNone;
   props.location.type = cudaMemLocationTypeHost;
   say("host_pool", cudaMemPoolCreate(&pool, &props));

@@ -5,7 +5,7 @@ find_program(FERRY_NVCC nvcc HINTS ${CUDA_HOME}/bin REQUIRED)
 set(FERRY_APP_DIR ${CMAKE_BINARY_DIR}/tests/apps)
 set(FERRY_APPS vecadd api_tour long_run unsupported arrays migrate_iter migrate_threads multi_gpu
     async_loop device_assert big_copies mempool graphs mapped managed query_cache ipc_pair exit_free
-    peer_access)
+    peer_access pool_ipc)
 set(FERRY_APP_BINARIES)
 foreach(app ${FERRY_APPS})
   add_custom_command(

@@ -44,6 +44,22 @@ pair)
   expect_not_in exp.err "ferry:"
   expect_not_in imp.err "ferry:"
   ;;
+pool)
+  # a memory pool and its pointers shared (streamOrderedAllocationIPC's way)
+  start_server
+  app timeout 120 "$bin/ferry" run -- "$apps/pool_ipc" export "$work/h" >"$work/pexp.out" 2>"$work/pexp.err" &
+  bg_pid=$!
+  pool_exported() { test -s "$work/h/pool"; }
+  wait_for "the pool exporter's handles" pool_exported
+  rc=$(run pimp pool_ipc import "$work/h")
+  passed pimp "$rc"
+  wait "$bg_pid"
+  rc=$?
+  bg_pid=
+  passed pexp "$rc"
+  expect_not_in pexp.err "ferry:"
+  expect_not_in pimp.err "ferry:"
+  ;;
 exporter_killed)
   start_server
   app timeout 120 "$bin/ferry" run -- "$apps/ipc_pair" export "$work/h" hold >"$work/exp.out" 2>"$work/exp.err" &

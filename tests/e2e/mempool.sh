@@ -89,18 +89,18 @@ refusals)
   start_server
   rc=$(run ref mempool refusals)
   passed ref "$rc"
-  for line in ipc_pool=cudaErrorNotSupported host_pool=cudaErrorNotSupported \
-    export_pointer=cudaErrorNotSupported export_pool=cudaErrorNotSupported \
+  for line in win32_pool=cudaErrorNotSupported host_pool=cudaErrorNotSupported \
+    export_pointer=cudaErrorInvalidValue export_pool=cudaErrorInvalidValue \
     access_other_device=cudaErrorInvalidDevice free_async_twice=cudaErrorInvalidValue \
     free_pooled=cudaErrorInvalidValue free_async_host=cudaErrorInvalidValue \
     destroy_default=cudaErrorInvalidValue destroyed_pool=cudaErrorInvalidValue \
     bad_attribute=cudaErrorInvalidValue pool_after_reset=cudaErrorInvalidValue threshold_after_reset=0; do
     expect_in ref.out "^$line$"
   done
-  expect_in ref.err "cudaMemPoolCreate with shareable handle types (IPC) is not supported by ferry"
+  expect_in ref.err "cudaMemPoolCreate with handle types 0x2: ferry shares pools as POSIX file descriptors only"
   expect_in ref.err "cudaMemPoolCreate of a host or NUMA location is not supported by ferry"
-  expect_in ref.err "cudaMemPoolExportPointer (memory pool IPC) is not supported by ferry"
-  expect_in ref.err "cudaMemPoolExportToShareableHandle (memory pool IPC) is not supported by ferry"
+  expect_in ref.err "cudaMemPoolExportPointer: 0x[0-9a-f]* is not a block of a pool made with POSIX file descriptor handles"
+  expect_in ref.err "cudaMemPoolExportToShareableHandle: ferry exports pools made with POSIX file descriptor handles"
   # two vGPUs on one GPU: another device's access is refused as peer access is
   one=$FERRY_DEVICES
   export FERRY_DEVICES="$one,$one"
@@ -115,7 +115,7 @@ refusals)
   expect_in two.err "cudaMallocFromPoolAsync with a stream of another device is not supported by ferry"
   rc=$(run drv drv_mempool "$fatbin" refusals)
   passed drv "$rc"
-  expect_in drv.err "cuMemPoolExportPointer (memory pool IPC) is not supported by ferry"
+  expect_in drv.err "cudaMemPoolExportPointer: 0x[0-9a-f]* is not a block of a pool made with POSIX file descriptor handles"
   ;;
 warm)
   # a longer loop maps and unmaps nothing more once the pool is warm (each

@@ -47,6 +47,18 @@ static void round_trip(void **state) {
   close(fd);
 }
 
+/* a memory pool's record: its token and nothing else */
+static void pool_record(void **state) {
+  (void)state;
+  struct ferry_ipc_handle h = {.magic = FERRY_IPC_POOL_MAGIC, .spare = 0x1234567890abcdefull}, got;
+  int fd = ferry_ipc_fd_make(&h);
+  assert_true(fd >= 0);
+  assert_int_equal(ferry_ipc_fd_read(fd, &got), FERRY_IPC_FD_OK);
+  assert_int_equal(got.magic, FERRY_IPC_POOL_MAGIC);
+  assert_true(got.spare == h.spare);
+  close(fd);
+}
+
 static void sealed(void **state) {
   (void)state;
   struct ferry_ipc_handle h = record(), got;
@@ -96,6 +108,14 @@ static void not_ours(void **state) {
     assert_int_equal(ferry_ipc_fd_read(fd, &got), FERRY_IPC_FD_NOT_OURS);
     close(fd);
   }
+  /* a memory pool's record with a size, or without its token */
+  struct ferry_ipc_handle pool[2] = {{.magic = FERRY_IPC_POOL_MAGIC, .spare = 7, .size = 4096},
+                                     {.magic = FERRY_IPC_POOL_MAGIC}};
+  for (int i = 0; i < 2; i++) {
+    fd = plain_file(&pool[i], sizeof pool[i]);
+    assert_int_equal(ferry_ipc_fd_read(fd, &got), FERRY_IPC_FD_NOT_OURS);
+    close(fd);
+  }
   assert_memory_equal(&got, &before, sizeof got); /* untouched by a refusal */
   assert_non_null(strstr(ferry_ipc_fd_why(FERRY_IPC_FD_UNREADABLE), "pipe"));
 }
@@ -103,6 +123,7 @@ static void not_ours(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(round_trip),
+      cmocka_unit_test(pool_record),
       cmocka_unit_test(sealed),
       cmocka_unit_test(not_ours),
   };
