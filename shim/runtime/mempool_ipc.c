@@ -42,16 +42,6 @@ static size_t npools, cpools;
 static struct imported_ptr *ptrs;
 static size_t nptrs, cptrs;
 
-static int grow(void **p, size_t *cap, size_t n, size_t elem) {
-  if (n < *cap) return 0;
-  size_t c = *cap ? *cap * 2 : 8;
-  void *q = realloc(*p, c * elem);
-  if (!q) return -1;
-  *p = q;
-  *cap = c;
-  return 0;
-}
-
 /* lock held */
 static struct imported_pool *find_pool(cudaMemPool_t h) {
   for (size_t i = 0; i < npools; i++)
@@ -158,7 +148,7 @@ cudaError_t cudaMemPoolImportFromShareableHandle(cudaMemPool_t *pool, void *hand
   if (!p) return ferry_ret(cudaErrorMemoryAllocation);
   *p = (struct imported_pool){IMPORTED_POOL_MAGIC, v->index, h.spare};
   pthread_mutex_lock(&lock);
-  int rc = grow((void **)&pools, &cpools, npools, sizeof *pools) ? cudaErrorMemoryAllocation : 0;
+  int rc = ferry_grow((void **)&pools, &cpools, npools, sizeof *pools) ? cudaErrorMemoryAllocation : 0;
   if (!rc) pools[npools++] = p;
   pthread_mutex_unlock(&lock);
   if (rc) {
@@ -187,7 +177,7 @@ cudaError_t cudaMemPoolImportPointer(void **ptr, cudaMemPool_t pool,
   int rc = ferry_ipc_open_mem(&ferry.vgpus[vgpu], &h, &got, "cudaMemPoolImportPointer");
   if (rc) return ferry_ret(rc);
   pthread_mutex_lock(&lock);
-  rc = grow((void **)&ptrs, &cptrs, nptrs, sizeof *ptrs) ? cudaErrorMemoryAllocation : 0;
+  rc = ferry_grow((void **)&ptrs, &cptrs, nptrs, sizeof *ptrs) ? cudaErrorMemoryAllocation : 0;
   if (!rc) {
     ptrs[nptrs] = (struct imported_ptr){(uint64_t)(uintptr_t)got, p};
     __atomic_store_n(&nptrs, nptrs + 1, __ATOMIC_RELEASE);

@@ -72,13 +72,7 @@ static int can_access(struct ferry_vgpu *d, struct ferry_vgpu *p, int *can) {
 
 /* p's server mapping at [addr, addr + size) is mapped in d's session too */
 static int mirror(struct ferry_vgpu *d, struct ferry_vgpu *p, uint64_t addr, uint64_t size) {
-  if (nmirrors == cmirrors) {
-    size_t cap = cmirrors ? cmirrors * 2 : 16;
-    struct mirror *m = realloc(mirrors, cap * sizeof *m);
-    if (!m) return cudaErrorMemoryAllocation;
-    mirrors = m;
-    cmirrors = cap;
-  }
+  if (ferry_grow((void **)&mirrors, &cmirrors, nmirrors, sizeof *mirrors)) return cudaErrorMemoryAllocation;
   struct ferry_ipc_mem_export_args ea = {addr, size};
   struct ferry_ipc_mem_export_rets ex = {0};
   int rc = ferry_call(p, FERRY_CALL_ipc_mem_export, &ea, &ex, NULL);

@@ -57,6 +57,9 @@ void ferry_ipc_released(struct ferry_vgpu *v, uint64_t addr);
 /* after cudaDeviceReset: every export and import of vgpu is gone */
 void ferry_ipc_forget(int vgpu);
 
+/* room for one more of n elements in *p (doubling *cap): 0, or -1 with *p as it was */
+int ferry_grow(void **p, size_t *cap, size_t n, size_t elem);
+
 /* ---- memory pool IPC (mempool_ipc.c; the tokens: mempool.c) ---- */
 /* *token: the pool's (0: not shareable); cudaErrorInvalidValue: no such pool */
 int ferry_mempool_token(cudaMemPool_t pool, uint64_t *token);

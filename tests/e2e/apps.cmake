@@ -16,6 +16,7 @@ foreach(app ${FERRY_APPS})
     DEPENDS ${CMAKE_SOURCE_DIR}/tests/apps/${app}.cu ${CMAKE_SOURCE_DIR}/tests/apps/cuda_check.h
             ${CMAKE_SOURCE_DIR}/tests/apps/host_mem_check.h ${CMAKE_SOURCE_DIR}/tests/apps/fill_kernels.h
             ${CMAKE_SOURCE_DIR}/tests/apps/graph_kernels.h
+            ${CMAKE_SOURCE_DIR}/tests/apps/file_handoff.h
     COMMENT "nvcc -cudart shared ${app}.cu"
     VERBATIM)
   list(APPEND FERRY_APP_BINARIES ${FERRY_APP_DIR}/${app})
