@@ -11,7 +11,9 @@
  * them runs on the server. cudaMemPoolSetAccess giving d access to a pool of
  * p mirrors the same way (all of p's memory: more than CUDA maps, never
  * less). While access is on, neither vGPU migrates: a move waits as for
- * CUDA IPC. Anywhere else (local GPUs, helpers, two servers)
+ * CUDA IPC. Anywhere else (local GPUs, helpers, two servers), and
+ * everywhere with FERRY_PEER=0 (for programs that must stay movable:
+ * PyTorch enables peer access at its first copy between devices),
  * CanAccessPeer answers 0 and copies go through this host.
  */
 #include <cuda.h>
@@ -20,6 +22,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/setting.h"
 #include "protocol/ipc.h"
 #include "shim/core/link.h"
 #include "shim/migrate/migrate.h"
@@ -57,10 +60,19 @@ static int same_server(const struct ferry_vgpu *a, const struct ferry_vgpu *b) {
          b->url.gpu >= 0 && a->url.gpu != b->url.gpu;
 }
 
+/* FERRY_PEER: 1 (default) serves peer access where it can be had, 0 never */
+static int peer_wanted = 1;
+static pthread_once_t peer_once = PTHREAD_ONCE_INIT;
+static void read_peer_setting(void) {
+  uint64_t v;
+  if (ferry_env_uint("FERRY_PEER", 0, 1, &v, "0 or 1", "1")) peer_wanted = (int)v;
+}
+
 /* *can: d's GPU reaches p's memory (the server's cuDeviceCanAccessPeer) */
 static int can_access(struct ferry_vgpu *d, struct ferry_vgpu *p, int *can) {
   *can = 0;
-  if (!same_server(d, p)) return 0;
+  pthread_once(&peer_once, read_peer_setting);
+  if (!peer_wanted || !same_server(d, p)) return 0;
   struct ferry_peer_access_args a = {(uint32_t)p->url.gpu};
   struct ferry_peer_access_rets r = {0};
   int rc = ferry_call(d, FERRY_CALL_peer_access, &a, &r, NULL);
@@ -157,9 +169,10 @@ int ferry_peer_grant(struct ferry_vgpu *d, struct ferry_vgpu *p, unsigned why, c
     static int warned;
     if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
       ferry_log("%s: ferry gives device %d access to device %d's memory only where both are GPUs "
-                "of one ferry-server that reach each other (here %s and %s); cudaMemcpyPeer and "
+                "of one ferry-server that reach each other (here %s and %s)%s; cudaMemcpyPeer and "
                 "cudaMemcpy between devices work, through this host; returning "
-                "cudaErrorPeerAccessUnsupported", call, d->index, p->index, d->url_text, p->url_text);
+                "cudaErrorPeerAccessUnsupported", call, d->index, p->index, d->url_text, p->url_text,
+                peer_wanted ? "" : ", and not with FERRY_PEER=0");
     return cudaErrorPeerAccessUnsupported;
   }
   pthread_mutex_lock(&p->arena_lock);

@@ -142,6 +142,14 @@ peer_refused)
     [ "$rc" = 4 ] || fail "peer_access on $list exited $rc, not 4 (no peer access)"
     expect_in refused.out "^peer 0->1: can=0"
   done
+  # two GPUs of one server, with peer access turned off (FERRY_PEER=0); a
+  # bad value is refused in one line and the default kept
+  rc=$(FERRY_PEER=0 FERRY_DEVICES=tcp://127.0.0.1:$port/0,tcp://127.0.0.1:$port/1 run off peer_access)
+  [ "$rc" = 4 ] || fail "peer_access with FERRY_PEER=0 exited $rc, not 4 (no peer access)"
+  expect_in off.out "^peer 0->1: can=0"
+  rc=$(FERRY_PEER=yes FERRY_DEVICES=tcp://127.0.0.1:$port/0,tcp://127.0.0.1:$port/1 run bad peer_access)
+  passed bad "$rc"
+  expect_in bad.err "FERRY_PEER=yes ignored: expected 0 or 1; using 1"
   devices 2
   reference ref 6
   expect_in ref.out "peer 0->1 enable: cudaErrorPeerAccessUnsupported"
