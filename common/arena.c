@@ -9,22 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
+
 #define ERR_ALLOC 2   /* cudaErrorMemoryAllocation */
 #define ERR_INVALID 1 /* cudaErrorInvalidValue */
 
 static uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 static uint64_t round_down(uint64_t v, uint64_t a) { return v / a * a; }
-
-static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return 0;
-  size_t n = *cap ? *cap * 2 : 16;
-  while (n < need) n *= 2;
-  void *p = realloc(*arr, n * elem);
-  if (!p) return -1;
-  *arr = p;
-  *cap = n;
-  return 0;
-}
 
 int ferry_arena_init(struct ferry_arena *a, uint64_t base, uint64_t size, uint64_t granularity) {
   memset(a, 0, sizeof *a);
@@ -33,7 +24,7 @@ int ferry_arena_init(struct ferry_arena *a, uint64_t base, uint64_t size, uint64
   a->base = base;
   a->size = size;
   a->granularity = granularity;
-  if (grow((void **)&a->free_list, &a->free_cap, 1, sizeof *a->free_list)) return ERR_ALLOC;
+  if (ferry_grow((void **)&a->free_list, &a->free_cap, 1, sizeof *a->free_list)) return ERR_ALLOC;
   a->free_list[0] = (struct ferry_extent){base + granularity, base + size}; /* past the floor */
   a->nfree = 1;
   return 0;
@@ -132,7 +123,7 @@ static int carve(struct ferry_arena *a, size_t i, uint64_t start, uint64_t end) 
   struct ferry_extent e = a->free_list[i];
   int left = start > e.start, right = end < e.end;
   if (left && right) {
-    if (grow((void **)&a->free_list, &a->free_cap, a->nfree + 1, sizeof *a->free_list)) return -1;
+    if (ferry_grow((void **)&a->free_list, &a->free_cap, a->nfree + 1, sizeof *a->free_list)) return -1;
     memmove(&a->free_list[i + 2], &a->free_list[i + 1], (a->nfree - i - 1) * sizeof *a->free_list);
     a->free_list[i] = (struct ferry_extent){e.start, start};
     a->free_list[i + 1] = (struct ferry_extent){end, e.end};
@@ -163,7 +154,7 @@ static int release_range(struct ferry_arena *a, uint64_t start, uint64_t end) {
   } else if (join_right) {
     a->free_list[i].start = start;
   } else {
-    if (grow((void **)&a->free_list, &a->free_cap, a->nfree + 1, sizeof *a->free_list)) return -1;
+    if (ferry_grow((void **)&a->free_list, &a->free_cap, a->nfree + 1, sizeof *a->free_list)) return -1;
     memmove(&a->free_list[i + 1], &a->free_list[i], (a->nfree - i) * sizeof *a->free_list);
     a->free_list[i] = (struct ferry_extent){start, end};
     a->nfree++;
@@ -172,7 +163,7 @@ static int release_range(struct ferry_arena *a, uint64_t start, uint64_t end) {
 }
 
 static int insert_map(struct ferry_arena *a, uint64_t addr, uint64_t size) {
-  if (grow((void **)&a->maps, &a->maps_cap, a->nmaps + 1, sizeof *a->maps)) return -1;
+  if (ferry_grow((void **)&a->maps, &a->maps_cap, a->nmaps + 1, sizeof *a->maps)) return -1;
   size_t i = maps_upper(a, addr);
   memmove(&a->maps[i + 1], &a->maps[i], (a->nmaps - i) * sizeof *a->maps);
   a->maps[i] = (struct ferry_mapping){addr, size, 0};
@@ -222,7 +213,7 @@ static int map_gaps(struct ferry_arena *a, uint64_t lo, uint64_t hi,
       continue;
     }
     uint64_t gap_end = i < a->nmaps && a->maps[i].addr < hi ? a->maps[i].addr : hi;
-    if (grow((void **)&a->maps, &a->maps_cap, a->nmaps + 1, sizeof *a->maps)) return ERR_ALLOC;
+    if (ferry_grow((void **)&a->maps, &a->maps_cap, a->nmaps + 1, sizeof *a->maps)) return ERR_ALLOC;
     int rc = be ? be->map(be->ctx, cur, gap_end - cur) : 0;
     if (rc) return rc;
     if (insert_map(a, cur, gap_end - cur)) return ERR_ALLOC;
@@ -242,7 +233,7 @@ int ferry_arena_alloc(struct ferry_arena *a, uint64_t size, const struct ferry_a
   for (size_t i = 0; i < a->nfree; i++) {
     uint64_t start = round_up(a->free_list[i].start, align);
     if (start >= a->free_list[i].end || a->free_list[i].end - start < span) continue;
-    if (grow((void **)&a->regions, &a->regions_cap, a->nregions + 1, sizeof *a->regions))
+    if (ferry_grow((void **)&a->regions, &a->regions_cap, a->nregions + 1, sizeof *a->regions))
       return ERR_ALLOC;
     uint64_t lo = round_down(start, a->granularity), hi = round_up(start + span, a->granularity);
     /* the floor is mapped with the granule above it (arena.h) */
@@ -302,7 +293,7 @@ int ferry_arena_reserve(struct ferry_arena *a, uint64_t size, uint64_t align, ui
   if (align < a->granularity) align = a->granularity;
   if (size == 0 || size > a->size || (align & (align - 1))) return ERR_ALLOC;
   size = round_up(size, a->granularity);
-  if (grow((void **)&a->resv, &a->resv_cap, a->nresv + 1, sizeof *a->resv)) return ERR_ALLOC;
+  if (ferry_grow((void **)&a->resv, &a->resv_cap, a->nresv + 1, sizeof *a->resv)) return ERR_ALLOC;
   size_t at = a->nfree;
   uint64_t start = 0;
   if (hint && hint % align == 0 && hint + size > hint) {
@@ -347,8 +338,8 @@ int ferry_arena_map_at(struct ferry_arena *a, uint64_t addr, uint64_t size, uint
     return ERR_INVALID;
   size_t r = regions_upper(a, addr + size - 1);
   if (r > 0 && a->regions[r - 1].addr + a->regions[r - 1].size > addr) return ERR_INVALID;
-  if (grow((void **)&a->regions, &a->regions_cap, a->nregions + 1, sizeof *a->regions) ||
-      grow((void **)&a->maps, &a->maps_cap, a->nmaps + 1, sizeof *a->maps))
+  if (ferry_grow((void **)&a->regions, &a->regions_cap, a->nregions + 1, sizeof *a->regions) ||
+      ferry_grow((void **)&a->maps, &a->maps_cap, a->nmaps + 1, sizeof *a->maps))
     return ERR_ALLOC;
   int rc = be ? be->map(be->ctx, addr, size) : 0;
   if (rc) return rc;

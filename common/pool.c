@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
+
 #define ERR_INVALID_VALUE 1 /* cudaErrorInvalidValue */
 #define ERR_NO_MEMORY 2     /* cudaErrorMemoryAllocation */
 
@@ -19,16 +21,9 @@ enum {
   ATTR_USED_HIGH,
 };
 
-static int grow(void **arr, size_t *cap, size_t n, size_t elem) {
-  if (n < *cap) return 0;
-  size_t c = *cap ? *cap * 2 : 8;
-  void *p = realloc(*arr, c * elem);
-  if (!p) return ERR_NO_MEMORY;
-  *arr = p;
-  *cap = c;
-  return 0;
-}
-#define GROW(arr, n, cap) grow((void **)&(arr), &(cap), (n), sizeof *(arr))
+/* room for one more than n */
+#define GROW(arr, n, cap) \
+  (ferry_grow((void **)&(arr), &(cap), (n) + 1, sizeof *(arr)) ? ERR_NO_MEMORY : 0)
 
 /* ---- the clock ---- */
 void ferry_pool_clock_init(struct ferry_pool_clock *c) { memset(c, 0, sizeof *c); }

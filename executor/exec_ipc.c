@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "common/log.h"
 #include "protocol/ipc.h"
 
@@ -92,14 +93,8 @@ static int reply_key(struct ferry_exec *ex, const uint8_t *key, ferry_blob *out)
 }
 
 static int add_export(struct ferry_exec *ex, const struct exec_ipc_export *e) {
-  if (ex->nexports == ex->cexports) {
-    size_t cap = ex->cexports ? ex->cexports * 2 : 16;
-    struct exec_ipc_export *p = realloc(ex->exports, cap * sizeof *p);
-    if (!p)
-      return -1;
-    ex->exports = p;
-    ex->cexports = cap;
-  }
+  if (ferry_grow((void **)&ex->exports, &ex->cexports, ex->nexports + 1, sizeof *ex->exports))
+    return -1;
   ex->exports[ex->nexports++] = *e;
   return 0;
 }
@@ -298,14 +293,8 @@ int ferry_x_ipc_mem_import(struct ferry_exec *ex, const struct ferry_ipc_mem_imp
     r->refusal = FERRY_IPC_TOO_MANY;
     return EXEC_OK;
   }
-  if (ex->nimports == ex->cimports) {
-    size_t cap = ex->cimports ? ex->cimports * 2 : 16;
-    struct exec_ipc_import *p = realloc(ex->imports, cap * sizeof *p);
-    if (!p)
-      return EXEC_MEMORY_ALLOCATION;
-    ex->imports = p;
-    ex->cimports = cap;
-  }
+  if (ferry_grow((void **)&ex->imports, &ex->cimports, ex->nimports + 1, sizeof *ex->imports))
+    return EXEC_MEMORY_ALLOCATION;
   struct ipc_meta m;
   size_t len = sizeof m;
   int fds[IPC_MAX_PIECES];

@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/grow.h"
+
 #define DEFAULT_MAX_ENTRIES 4096
 #define DEFAULT_MAX_FDS 1024
 
@@ -98,15 +100,9 @@ int broker_table_put(struct broker_table *t, pid_t owner, const uint8_t *key, co
     close_all(fds, nfds);
     return FERRY_IPC_TOO_MANY;
   }
-  if (t->n == t->cap) {
-    size_t cap = t->cap ? t->cap * 2 : 16;
-    struct broker_entry *p = realloc(t->e, cap * sizeof *p);
-    if (!p) {
-      close_all(fds, nfds);
-      return -1;
-    }
-    t->e = p;
-    t->cap = cap;
+  if (ferry_grow((void **)&t->e, &t->cap, t->n + 1, sizeof *t->e)) {
+    close_all(fds, nfds);
+    return -1;
   }
   struct broker_entry *e = &t->e[t->n];
   memset(e, 0, sizeof *e);
@@ -209,14 +205,8 @@ static void stripe_drop_owner(struct broker_table *t, pid_t owner) {
 int broker_stripe_put(struct broker_table *t, pid_t owner, const uint8_t *key, unsigned lanes,
                       long deadline_ms) {
   stripe_drop_owner(t, owner); /* one key per session: a new one replaces it */
-  if (t->nsk == t->capsk) {
-    size_t cap = t->capsk ? t->capsk * 2 : 8;
-    struct broker_stripe_key *p = realloc(t->sk, cap * sizeof *p);
-    if (!p)
-      return -1;
-    t->sk = p;
-    t->capsk = cap;
-  }
+  if (ferry_grow((void **)&t->sk, &t->capsk, t->nsk + 1, sizeof *t->sk))
+    return -1;
   struct broker_stripe_key *k = &t->sk[t->nsk++];
   memcpy(k->key, key, sizeof k->key);
   k->owner = owner;

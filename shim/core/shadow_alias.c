@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "protocol/layout.h"
 #include "protocol/wire.h"
 #include "shim/core/shadow.h"
@@ -53,16 +54,7 @@ uint64_t ferry_alias_take(uint64_t addr, uint64_t span) {
     uint64_t c = FERRY_ALIAS_WINDOW_BASE + k * SLOT + addr % SLOT;
     if (alias_free(c, span)) at = c;
   }
-  if (at && A.n == A.cap) {
-    size_t cap = A.cap ? A.cap * 2 : 16;
-    struct taken *t = realloc(A.taken, cap * sizeof *t);
-    if (t) {
-      A.taken = t;
-      A.cap = cap;
-    } else {
-      at = 0;
-    }
-  }
+  if (at && ferry_grow((void **)&A.taken, &A.cap, A.n + 1, sizeof *A.taken)) at = 0;
   if (at) A.taken[A.n++] = (struct taken){at, span};
   pthread_mutex_unlock(&A.lock);
   return at;

@@ -38,7 +38,7 @@ cudaError_t cudaGetDevice(int *device) {
   return cudaSuccess;
 }
 
-static int vgpu_at(int device, struct ferry_vgpu **v) {
+int ferry_vgpu_at(int device, struct ferry_vgpu **v) {
   int rc = ferry_ensure_init();
   if (rc) return rc;
   if (device < 0 || device >= ferry.count) return cudaErrorInvalidDevice;
@@ -49,7 +49,7 @@ static int vgpu_at(int device, struct ferry_vgpu **v) {
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
   if (!prop) return ferry_ret(cudaErrorInvalidValue);
   struct ferry_vgpu *v;
-  int rc = vgpu_at(device, &v);
+  int rc = ferry_vgpu_at(device, &v);
   if (rc) return ferry_ret(rc);
   *prop = v->props;
   return cudaSuccess;
@@ -58,7 +58,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
   if (!value) return ferry_ret(cudaErrorInvalidValue);
   struct ferry_vgpu *v;
-  int rc = vgpu_at(device, &v);
+  int rc = ferry_vgpu_at(device, &v);
   if (!rc) rc = ferry_props_attr(v->attrs, FERRY_NATTRS_CLIENT, (int)attr, value);
   return ferry_ret(rc);
 }

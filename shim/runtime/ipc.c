@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "common/log.h"
 #include "protocol/ipc.h"
 #include "shim/core/link.h"
@@ -42,15 +43,6 @@ static struct ipc_import *imports;
 static size_t nimports, cimports;
 static uint64_t region_seq;
 
-int ferry_grow(void **p, size_t *cap, size_t n, size_t elem) {
-  if (n < *cap) return 0;
-  size_t c = *cap ? *cap * 2 : 8;
-  void *q = realloc(*p, c * elem);
-  if (!q) return -1;
-  *p = q;
-  *cap = c;
-  return 0;
-}
 
 const char *ferry_ipc_where(const struct ferry_vgpu *v) {
   if (ferry_is_local(v)) return "on a local GPU in this process";
@@ -132,7 +124,7 @@ int ferry_ipc_export_mem(void *dev_ptr, struct ferry_ipc_handle *out, const char
   while (i < nexports && (exports[i].base != base || exports[i].vgpu != v->index ||
                           memcmp(exports[i].key, h.key, FERRY_IPC_KEY_LEN)))
     i++;
-  if (i == nexports && !ferry_grow((void **)&exports, &cexports, nexports, sizeof *exports)) {
+  if (i == nexports && !ferry_grow((void **)&exports, &cexports, nexports + 1, sizeof *exports)) {
     exports[nexports++] = (struct ipc_export){.vgpu = v->index, .base = base};
     memcpy(exports[i].key, h.key, FERRY_IPC_KEY_LEN);
     __atomic_add_fetch(&v->ipc_open, 1, __ATOMIC_ACQ_REL);
@@ -236,7 +228,7 @@ int ferry_ipc_open_mem(struct ferry_vgpu *v, const struct ferry_ipc_handle *hp, 
       pthread_mutex_unlock(&ipc_lock);
       return cudaSuccess;
     }
-  if (!rc && ferry_grow((void **)&imports, &cimports, nimports, sizeof *imports))
+  if (!rc && ferry_grow((void **)&imports, &cimports, nimports + 1, sizeof *imports))
     rc = cudaErrorMemoryAllocation;
   pthread_mutex_unlock(&ipc_lock);
   if (rc) return rc;
@@ -295,7 +287,7 @@ int ferry_ipc_close_mem(void *dev_ptr) {
   pthread_mutex_unlock(&v->arena_lock);
   if (rc) { /* still mapped: still open */
     pthread_mutex_lock(&ipc_lock);
-    if (!ferry_grow((void **)&imports, &cimports, nimports, sizeof *imports)) imports[nimports++] = im;
+    if (!ferry_grow((void **)&imports, &cimports, nimports + 1, sizeof *imports)) imports[nimports++] = im;
     pthread_mutex_unlock(&ipc_lock);
     return rc;
   }

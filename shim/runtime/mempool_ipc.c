@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/ipc_fd.h"
+#include "common/grow.h"
 #include "common/log.h"
 #include "protocol/ipc.h"
 #include "shim/core/link.h"
@@ -148,7 +149,7 @@ cudaError_t cudaMemPoolImportFromShareableHandle(cudaMemPool_t *pool, void *hand
   if (!p) return ferry_ret(cudaErrorMemoryAllocation);
   *p = (struct imported_pool){IMPORTED_POOL_MAGIC, v->index, h.spare};
   pthread_mutex_lock(&lock);
-  int rc = ferry_grow((void **)&pools, &cpools, npools, sizeof *pools) ? cudaErrorMemoryAllocation : 0;
+  int rc = ferry_grow((void **)&pools, &cpools, npools + 1, sizeof *pools) ? cudaErrorMemoryAllocation : 0;
   if (!rc) pools[npools++] = p;
   pthread_mutex_unlock(&lock);
   if (rc) {
@@ -177,7 +178,7 @@ cudaError_t cudaMemPoolImportPointer(void **ptr, cudaMemPool_t pool,
   int rc = ferry_ipc_open_mem(&ferry.vgpus[vgpu], &h, &got, "cudaMemPoolImportPointer");
   if (rc) return ferry_ret(rc);
   pthread_mutex_lock(&lock);
-  rc = ferry_grow((void **)&ptrs, &cptrs, nptrs, sizeof *ptrs) ? cudaErrorMemoryAllocation : 0;
+  rc = ferry_grow((void **)&ptrs, &cptrs, nptrs + 1, sizeof *ptrs) ? cudaErrorMemoryAllocation : 0;
   if (!rc) {
     ptrs[nptrs] = (struct imported_ptr){(uint64_t)(uintptr_t)got, p};
     __atomic_store_n(&nptrs, nptrs + 1, __ATOMIC_RELEASE);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "common/log.h"
 #include "common/setting.h"
 #include "protocol/ipc.h"
@@ -40,14 +41,6 @@ static unsigned char on[FERRY_MAX_VGPUS][FERRY_MAX_VGPUS];
 static int any_on;                                         /* atomic: some on[][] */
 static struct mirror *mirrors;
 static size_t nmirrors, cmirrors;
-
-static int vgpu_at(int device, struct ferry_vgpu **v) {
-  int rc = ferry_ensure_init();
-  if (rc) return rc;
-  if (device < 0 || device >= ferry.count) return cudaErrorInvalidDevice;
-  *v = &ferry.vgpus[device];
-  return 0;
-}
 
 static int on_a_server(const struct ferry_vgpu *v) {
   return !ferry_is_local(v) && !v->link.helper_pid && !ferry_dead(v);
@@ -84,7 +77,7 @@ static int can_access(struct ferry_vgpu *d, struct ferry_vgpu *p, int *can) {
 
 /* p's server mapping at [addr, addr + size) is mapped in d's session too */
 static int mirror(struct ferry_vgpu *d, struct ferry_vgpu *p, uint64_t addr, uint64_t size) {
-  if (ferry_grow((void **)&mirrors, &cmirrors, nmirrors, sizeof *mirrors)) return cudaErrorMemoryAllocation;
+  if (ferry_grow((void **)&mirrors, &cmirrors, nmirrors + 1, sizeof *mirrors)) return cudaErrorMemoryAllocation;
   struct ferry_ipc_mem_export_args ea = {addr, size};
   struct ferry_ipc_mem_export_rets ex = {0};
   int rc = ferry_call(p, FERRY_CALL_ipc_mem_export, &ea, &ex, NULL);
@@ -117,6 +110,15 @@ static void unmirror_pair(int d, int p) {
     else i++;
 }
 
+/* no session maps p's memory in [addr, addr + size) any more */
+static void unmirror_range(const struct ferry_vgpu *p, uint64_t addr, uint64_t size) {
+  for (size_t i = 0; i < nmirrors;)
+    if (mirrors[i].p == p->index && mirrors[i].addr < addr + size && addr < mirrors[i].addr + mirrors[i].size)
+      unmirror(i);
+    else
+      i++;
+}
+
 /* ---- the device backend's hooks (p's arena_lock held) ---- */
 
 int ferry_peer_mapped(struct ferry_vgpu *p, uint64_t addr, uint64_t size) {
@@ -126,11 +128,7 @@ int ferry_peer_mapped(struct ferry_vgpu *p, uint64_t addr, uint64_t size) {
   for (int d = 0; d < ferry.count && !rc; d++)
     if (on[d][p->index]) rc = mirror(&ferry.vgpus[d], p, addr, size);
   if (rc) { /* the mapping fails whole: no peer keeps a part of it */
-    for (size_t i = 0; i < nmirrors;)
-      if (mirrors[i].p == p->index && mirrors[i].addr < addr + size && addr < mirrors[i].addr + mirrors[i].size)
-        unmirror(i);
-      else
-        i++;
+    unmirror_range(p, addr, size);
     ferry_log("device %d: memory it maps for a new allocation could not be mapped for the devices "
               "with peer access to it (%s); the allocation fails", p->index,
               cudaGetErrorName((cudaError_t)rc));
@@ -142,11 +140,7 @@ int ferry_peer_mapped(struct ferry_vgpu *p, uint64_t addr, uint64_t size) {
 void ferry_peer_unmapping(struct ferry_vgpu *p, uint64_t addr, uint64_t size) {
   if (!__atomic_load_n(&any_on, __ATOMIC_ACQUIRE)) return;
   pthread_mutex_lock(&peer_lock);
-  for (size_t i = 0; i < nmirrors;)
-    if (mirrors[i].p == p->index && mirrors[i].addr < addr + size && addr < mirrors[i].addr + mirrors[i].size)
-      unmirror(i);
-    else
-      i++;
+  unmirror_range(p, addr, size);
   pthread_mutex_unlock(&peer_lock);
 }
 
@@ -155,8 +149,8 @@ void ferry_peer_unmapping(struct ferry_vgpu *p, uint64_t addr, uint64_t size) {
 cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer) {
   if (!can) return ferry_ret(cudaErrorInvalidValue);
   struct ferry_vgpu *d, *p;
-  int rc = vgpu_at(device, &d);
-  if (!rc) rc = vgpu_at(peer, &p);
+  int rc = ferry_vgpu_at(device, &d);
+  if (!rc) rc = ferry_vgpu_at(peer, &p);
   if (!rc) rc = can_access(d, p, can); /* CUDA says 0 for a device and itself */
   return ferry_ret(rc);
 }
@@ -228,7 +222,7 @@ cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
   int err;
   struct ferry_vgpu *d = ferry_current(&err), *p;
   if (!d) return ferry_ret(err);
-  if ((err = vgpu_at(peer, &p)) || p == d) return ferry_ret(cudaErrorInvalidDevice);
+  if ((err = ferry_vgpu_at(peer, &p)) || p == d) return ferry_ret(cudaErrorInvalidDevice);
   if (flags) return ferry_ret(cudaErrorInvalidValue);
   char call[64];
   snprintf(call, sizeof call, "cudaDeviceEnablePeerAccess(%d) from device %d", peer, d->index);
@@ -239,7 +233,7 @@ cudaError_t cudaDeviceDisablePeerAccess(int peer) {
   int err;
   struct ferry_vgpu *d = ferry_current(&err), *p;
   if (!d) return ferry_ret(err);
-  if ((err = vgpu_at(peer, &p)) || p == d) return ferry_ret(cudaErrorInvalidDevice);
+  if ((err = ferry_vgpu_at(peer, &p)) || p == d) return ferry_ret(cudaErrorInvalidDevice);
   if (ferry_peer_revoke(d, p, FERRY_PEER_DEVICE)) return ferry_ret(cudaErrorPeerAccessNotEnabled);
   return cudaSuccess;
 }

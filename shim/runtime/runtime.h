@@ -57,9 +57,6 @@ void ferry_ipc_released(struct ferry_vgpu *v, uint64_t addr);
 /* after cudaDeviceReset: every export and import of vgpu is gone */
 void ferry_ipc_forget(int vgpu);
 
-/* room for one more of n elements in *p (doubling *cap): 0, or -1 with *p as it was */
-int ferry_grow(void **p, size_t *cap, size_t n, size_t elem);
-
 /* ---- memory pool IPC (mempool_ipc.c; the tokens: mempool.c) ---- */
 /* *token: the pool's (0: not shareable); cudaErrorInvalidValue: no such pool */
 int ferry_mempool_token(cudaMemPool_t pool, uint64_t *token);
@@ -75,6 +72,10 @@ int ferry_mempool_import_has(const void *ptr);
 /* frees (closes) an imported pool pointer: 0 or a cudaError_t; -1 when ptr
    is not one */
 int ferry_mempool_import_free(void *ptr);
+
+/* the program's device `device` (device.c): 0, or why not (ensure_init's
+   error, cudaErrorInvalidDevice) */
+int ferry_vgpu_at(int device, struct ferry_vgpu **v);
 
 /* ---- peer access between vGPUs of one server (peer.c) ---- */
 /* why a device maps another's memory */
